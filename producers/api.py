@@ -1,0 +1,123 @@
+"""The HTTP way in: webhooks (n8n and others) post documents, apps search and read status.
+
+``POST /api/documents`` answers 202 with the ids at once and enqueues; nothing is enqueued unless
+every document in the body is valid. ``POST /api/memory/semantic-search`` is served through the
+``query`` queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import lru_cache
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from producers.client import EngramClient
+from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.models import (
+    DocumentIn,
+    DocumentStatus,
+    Identifier,
+    IngestAccepted,
+    SearchRequest,
+    SearchResponse,
+)
+from shared.settings import get_settings
+
+
+class DocumentBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[DocumentIn] = Field(min_length=1)
+
+
+@lru_cache(maxsize=1)
+def client() -> EngramClient:
+    return EngramClient(get_settings())
+
+
+@asynccontextmanager
+async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    yield
+    if client.cache_info().currsize:
+        client().close()
+
+
+app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan)
+
+
+@app.middleware("http")
+async def limit_body_size(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """Refuses an oversized body before reading it, by its declared length."""
+    declared = request.headers.get("content-length")
+    limit = get_settings().max_request_bytes
+    if declared and declared.isdigit() and int(declared) > limit:
+        detail = f"request body is {declared} bytes; the limit is {limit} (ENGRAM_MAX_REQUEST_BYTES)"
+        return JSONResponse(status_code=413, content={"detail": detail})
+    return await call_next(request)
+
+
+@app.exception_handler(InvalidInput)
+async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+    status = 413 if isinstance(exc, DocumentTooLarge) else 422
+    return JSONResponse(status_code=status, content={"detail": str(exc)})
+
+
+@app.exception_handler(ServiceUnavailable)
+async def service_unavailable(_: Request, exc: ServiceUnavailable) -> JSONResponse:
+    return JSONResponse(status_code=503, content={"detail": str(exc), "service": exc.service})
+
+
+@app.exception_handler(SearchTimeout)
+async def search_timeout(_: Request, exc: SearchTimeout) -> JSONResponse:
+    return JSONResponse(status_code=504, content={"detail": str(exc)})
+
+
+@app.get("/healthz")
+async def healthz() -> dict[str, str]:
+    await run_in_threadpool(client().ping)
+    return {"status": "ok"}
+
+
+@app.post("/api/documents", status_code=202, response_model=IngestAccepted)
+async def ingest(
+    body: Annotated[DocumentIn | DocumentBatch | list[DocumentIn], Body()],
+) -> IngestAccepted:
+    """One document, a list of them, or ``{"documents": [...]}``."""
+    if isinstance(body, DocumentIn):
+        documents = [body]
+    elif isinstance(body, DocumentBatch):
+        documents = body.documents
+    else:
+        documents = body
+    limit = get_settings().max_batch_documents
+    if len(documents) > limit:
+        raise InvalidInput(
+            f"{len(documents)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
+        )
+    return await run_in_threadpool(client().ingest, documents)
+
+
+@app.get("/api/documents/{document_id}", response_model=DocumentStatus)
+async def document_status(
+    document_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+) -> DocumentStatus:
+    status = await run_in_threadpool(client().status, user_id, document_id)
+    if status.state == "unknown":
+        raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
+    return status
+
+
+@app.post("/api/memory/semantic-search", response_model=SearchResponse)
+async def semantic_search(request: SearchRequest) -> SearchResponse:
+    return await run_in_threadpool(client().search, request)
+
+
+@app.get("/api/status")
+async def overview() -> dict[str, Any]:
+    return await run_in_threadpool(client().overview)

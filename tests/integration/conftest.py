@@ -1,0 +1,80 @@
+"""Integration fixtures: the real Redis and Neo4j that ops/test started, and real Celery workers.
+
+The workers are processes started here, one per queue as ops/ runs them, so a test can stop one,
+restart it with other settings (Qdrant unreachable, say) and read the embedded Qdrant folder while
+its owner is paused. Every test works in a tenant of its own, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import neo4j
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from shared.settings import Settings
+from tests.integration.support import WORKERS, Workers
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    s = _settings()
+    if "engram-test" not in str(s.data_dir):
+        pytest.exit("integration tests run through ./ops/test, which sets up their own services", 2)
+    return s
+
+
+@pytest.fixture(scope="session")
+def redis_client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.exit(f"Redis is not running at {settings.redis_url}: run ./ops/test ({exc})", 2)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def neo4j_driver(settings: Settings) -> Iterator[neo4j.Driver]:
+    driver = neo4j.GraphDatabase.driver(
+        settings.neo4j_uri, auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value())
+    )
+    try:
+        driver.verify_connectivity()
+    except Exception as exc:
+        pytest.exit(f"Neo4j is not running at {settings.neo4j_uri}: run ./ops/test ({exc})", 2)
+    yield driver
+    driver.close()
+
+
+@pytest.fixture(scope="session")
+def workers(settings: Settings, redis_client: redis.Redis, neo4j_driver: neo4j.Driver) -> Iterator[Workers]:
+    running = Workers(settings)
+    try:
+        for name in WORKERS:
+            running.start(name)
+        yield running
+    finally:
+        running.stop_all()
+
+
+@pytest.fixture(scope="session")
+def api(workers: Workers) -> Iterator[TestClient]:
+    from producers.api import app
+
+    with TestClient(app) as client:
+        yield client
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"tenant-{uuid.uuid4().hex[:12]}"

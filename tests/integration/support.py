@@ -1,0 +1,120 @@
+"""Helpers of the integration tests: worker processes, Cypher, waiting, reading Qdrant."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import neo4j
+from fastapi.testclient import TestClient
+from qdrant_client import QdrantClient
+
+from shared.settings import Settings
+from shared.stores.qdrant import collection_name
+
+ROOT = Path(__file__).resolve().parents[2]
+CELERY = str(Path(sys.executable).with_name("celery"))
+WORKERS = {
+    "ingest": ("ingest", 1),
+    "embed": ("embed", 1),
+    "write": ("write,reconcile", 1),
+    "query": ("query", 1),
+}
+MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
+
+
+class Workers:
+    """The Celery worker processes of the test session."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._logs = settings.data_dir / "logs"
+        self._logs.mkdir(parents=True, exist_ok=True)
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, **env: str) -> None:
+        queues, concurrency = WORKERS[name]
+        log = self._logs / f"test-worker-{name}.log"
+        log.write_bytes(b"")
+        command = [
+            CELERY,
+            "-A",
+            "workers.app",
+            "worker",
+            "-Q",
+            queues,
+            "-n",
+            f"{name}-{uuid.uuid4().hex[:6]}@%h",
+        ]
+        command += ["--pool", "prefork", "--concurrency", str(concurrency), "--loglevel", "INFO"]
+        with log.open("ab") as out:
+            self._processes[name] = subprocess.Popen(
+                command, cwd=ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 90
+        while b" ready." not in log.read_bytes():
+            if self._processes[name].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker {name} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self, name: str) -> None:
+        process = self._processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def restart(self, name: str, **env: str) -> None:
+        self.stop(name)
+        self.start(name, **env)
+
+    def stop_all(self) -> None:
+        for name in list(self._processes):
+            self.stop(name)
+
+
+def cypher(driver: neo4j.Driver, query: str, **params: Any) -> list[dict[str, Any]]:
+    records, _, _ = driver.execute_query(query, params)  # type: ignore[arg-type]
+    return [record.data() for record in records]
+
+
+def wait_until_finished(
+    api: TestClient, user_id: str, document_ids: list[str], timeout_s: float = 180
+) -> dict[str, Any]:
+    """Polls the status endpoint until every document is done or failed; returns the statuses."""
+    deadline = time.monotonic() + timeout_s
+    statuses: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        for document_id in document_ids:
+            response = api.get(f"/api/documents/{document_id}", params={"user_id": user_id})
+            if response.status_code == 200:
+                statuses[document_id] = response.json()
+        if len(statuses) == len(document_ids) and all(
+            s["state"] in ("done", "failed") for s in statuses.values()
+        ):
+            return statuses
+        time.sleep(0.3)
+    raise AssertionError(f"documents not finished in {timeout_s} s: {statuses}")
+
+
+@contextmanager
+def qdrant_reader(workers: Workers, settings: Settings) -> Iterator[tuple[QdrantClient, str]]:
+    """Pauses the worker that owns the embedded Qdrant folder and opens it for reading."""
+    workers.stop("write")
+    client = QdrantClient(path=str(settings.qdrant_local_path))
+    try:
+        yield client, collection_name(settings.qdrant_collection_prefix, MODEL, DIMENSION)
+    finally:
+        client.close()
+        workers.start("write")

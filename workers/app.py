@@ -1,0 +1,72 @@
+"""The Celery app: Redis broker and results, one queue per stage, reliable delivery.
+
+Producers import this module only to send tasks by name; the task modules, and the models and
+stores they load, are imported by the worker processes alone.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu.entity import Queue
+
+from shared.settings import get_settings
+
+INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
+QUEUES = (INGEST, EMBED, WRITE, QUERY, RECONCILE)
+
+CHUNK_TASK = "engram.ingest.chunk_documents"
+EMBED_TASK = "engram.embed.embed_batch"
+WRITE_TASK = "engram.write.write_batch"
+SEARCH_TASK = "engram.query.search"
+RECONCILE_TASK = "engram.reconcile.run"
+
+TASK_MODULES = [
+    "workers.ingest",
+    "workers.embed",
+    "workers.write",
+    "workers.query",
+    "workers.reconcile",
+]
+
+
+def make_app() -> Celery:
+    settings = get_settings()
+    visibility = {"visibility_timeout": settings.visibility_timeout_s}
+    app = Celery("engram", broker=settings.redis_url, backend=settings.redis_url, include=TASK_MODULES)
+    app.conf.update(
+        task_queues=[Queue(name) for name in QUEUES],
+        task_default_queue=INGEST,
+        task_routes={
+            CHUNK_TASK: {"queue": INGEST},
+            EMBED_TASK: {"queue": EMBED},
+            WRITE_TASK: {"queue": WRITE},
+            SEARCH_TASK: {"queue": QUERY},
+            RECONCILE_TASK: {"queue": RECONCILE},
+        },
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        # A task is acknowledged only when done, and re-queued if its worker process dies.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # Redis re-delivers unacknowledged messages after this; it must outlast the longest task.
+        broker_transport_options=visibility,
+        result_backend_transport_options=visibility,
+        visibility_timeout=settings.visibility_timeout_s,
+        task_soft_time_limit=settings.task_soft_time_limit_s,
+        task_time_limit=settings.task_time_limit_s,
+        worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,
+        worker_enable_soft_shutdown_on_idle=True,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        broker_connection_retry_on_startup=True,
+        result_expires=3600,
+        worker_hijack_root_logger=False,
+        beat_schedule={
+            "reconcile": {"task": RECONCILE_TASK, "schedule": float(settings.reconcile_interval_s)}
+        },
+    )
+    return app
+
+
+app = make_app()
