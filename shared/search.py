@@ -118,7 +118,7 @@ class Searcher:
         self,
         vector_rows: list[dict[str, Any]],
         text_rows: list[dict[str, Any]],
-        threshold: float,
+        threshold: float | None,
         top_k: int,
     ) -> list[SearchResult]:
         s = self._settings
@@ -140,7 +140,7 @@ class Searcher:
         scored: list[tuple[float, float, dict[str, Any]]] = []
         for memory_id, memory in memories.items():
             sim = similarity[memory_id]
-            if sim < threshold:
+            if threshold is not None and sim < threshold:
                 continue
             score = sim + s.search_fulltext_weight * text_share.get(memory_id, 0.0)
             score += s.search_importance_weight * (float(memory.get("importance") or 0.5) - 0.5)

@@ -89,7 +89,9 @@ class Settings(BaseSettings):
     # Search.
     search_default_top_k: int = Field(10, ge=1)
     search_max_top_k: int = Field(100, ge=1)
-    search_default_threshold: float = Field(0.0, ge=-1.0, le=1.0)
+    search_default_threshold: float | None = Field(
+        None, ge=-1.0, le=1.0, description="Least cosine similarity returned; none by default."
+    )
     search_timeout_s: float = Field(10.0, gt=0)
     search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
     search_fulltext_weight: float = Field(0.1, ge=0.0, le=1.0)
