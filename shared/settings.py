@@ -25,33 +25,41 @@ class Settings(BaseSettings):
         env_prefix="ENGRAM_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
 
-    env: Literal["development", "production"] = "development"
+    env: Literal["development", "production"] = Field(
+        "development", description="production refuses placeholder secrets."
+    )
     data_dir: Path = Field(Path(".engram"), description="Local data of Redis, Neo4j and Qdrant.")
 
     # Broker and result backend.
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Celery broker and results, staging, progress."
+    )
 
     # Neo4j, the primary store.
-    neo4j_uri: str = "bolt://127.0.0.1:7687"
-    neo4j_user: str = "neo4j"
-    neo4j_password: SecretStr = SecretStr(DEV_NEO4J_PASSWORD)
-    neo4j_database: str = "neo4j"
-    neo4j_max_pool_size: int = Field(16, ge=1)
+    neo4j_uri: str = Field("bolt://127.0.0.1:7687", description="The primary store.")
+    neo4j_user: str = Field("neo4j", description="Neo4j user.")
+    neo4j_password: SecretStr = Field(SecretStr(DEV_NEO4J_PASSWORD), description="Neo4j password.")
+    neo4j_database: str = Field("neo4j", description="Neo4j database name.")
+    neo4j_max_pool_size: int = Field(16, ge=1, description="Bolt connections per process.")
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
-    qdrant_url: str | None = None
-    qdrant_api_key: SecretStr | None = None
+    qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")
+    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
     qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
-    qdrant_collection_prefix: str = "engram"
-    qdrant_timeout_s: float = Field(10.0, gt=0)
+    qdrant_collection_prefix: str = Field(
+        "engram", description="Collections are named prefix_model_dimension."
+    )
+    qdrant_timeout_s: float = Field(10.0, gt=0, description="Qdrant server request timeout.")
 
     # Embedding.
-    embedding_backend: EmbeddingBackend = "local"
+    embedding_backend: EmbeddingBackend = Field(
+        "local", description="local (offline ONNX), tei, ollama or openai (any compatible server)."
+    )
     embedding_model: str = Field(
         "all-MiniLM-L6-v2", description="Recorded on every Memory; sent to HTTP backends."
     )
-    embedding_url: str | None = None
-    embedding_api_key: SecretStr | None = None
+    embedding_url: str | None = Field(None, description="Base URL of an HTTP embedding backend.")
+    embedding_api_key: SecretStr | None = Field(None, description="Bearer key of the openai backend.")
     embedding_dimension: int | None = Field(
         None, ge=1, description="Vector size; probed from the backend when unset."
     )
@@ -61,54 +69,64 @@ class Settings(BaseSettings):
     embedding_tokenizer_path: Path | None = Field(
         None, description="tokenizer.json of the model; the bundled MiniLM one when unset."
     )
-    embedding_batch_size: int = Field(32, ge=1, le=2048)
-    embedding_timeout_s: float = Field(30.0, gt=0)
-    embedding_max_retries: int = Field(3, ge=0)
+    embedding_batch_size: int = Field(32, ge=1, le=2048, description="Texts per model call or request.")
+    embedding_timeout_s: float = Field(30.0, gt=0, description="HTTP backend request timeout.")
+    embedding_max_retries: int = Field(3, ge=0, description="HTTP backend retries per batch.")
     local_model_path: Path | None = Field(None, description="ONNX file; the packaged int8 MiniLM when unset.")
     local_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = all cores.")
 
     # Chunking, in tokens of the embedding model's own tokenizer.
-    chunk_size_tokens: int = Field(240, ge=16)
-    chunk_overlap_tokens: int = Field(32, ge=0)
+    chunk_size_tokens: int = Field(
+        240, ge=16, description="Most tokens in a chunk, without special tokens; + 2 must fit the model."
+    )
+    chunk_overlap_tokens: int = Field(32, ge=0, description="Tokens shared by neighbouring chunks.")
 
     # Input limits.
-    max_document_bytes: int = Field(1_000_000, ge=1)
-    max_batch_documents: int = Field(1000, ge=1)
+    max_document_bytes: int = Field(1_000_000, ge=1, description="Largest document text, UTF-8 bytes.")
+    max_batch_documents: int = Field(1000, ge=1, description="Most documents in one HTTP request.")
     max_request_bytes: int = Field(64_000_000, ge=1, description="Largest HTTP body accepted.")
 
     # Tasks.
     ingest_batch_documents: int = Field(32, ge=1, description="Documents per ingest task from the CLI.")
-    task_max_retries: int = Field(8, ge=0)
-    task_retry_backoff_max_s: int = Field(300, ge=1)
-    task_soft_time_limit_s: int = Field(1500, ge=10)
-    task_time_limit_s: int = Field(1800, ge=10)
-    visibility_timeout_s: int = Field(3600, ge=60)
-    worker_soft_shutdown_timeout_s: float = Field(30.0, ge=0)
+    task_max_retries: int = Field(8, ge=0, description="Retries of a stage task on a transient error.")
+    task_retry_backoff_max_s: int = Field(300, ge=1, description="Longest wait between retries.")
+    task_soft_time_limit_s: int = Field(1500, ge=10, description="A task is asked to stop after this.")
+    task_time_limit_s: int = Field(1800, ge=10, description="A task is killed after this.")
+    visibility_timeout_s: int = Field(
+        3600, ge=60, description="Redis redelivers an unacknowledged task after this; above the time limit."
+    )
+    worker_soft_shutdown_timeout_s: float = Field(
+        30.0, ge=0, description="A stopping worker finishes or re-queues its task within this."
+    )
     staging_ttl_s: int = Field(7 * 24 * 3600, ge=3600, description="How long unfinished batches wait.")
 
     # Search.
-    search_default_top_k: int = Field(10, ge=1)
-    search_max_top_k: int = Field(100, ge=1)
+    search_default_top_k: int = Field(10, ge=1, description="Results when a search does not say.")
+    search_max_top_k: int = Field(100, ge=1, description="Most results a search may ask for.")
     search_default_threshold: float | None = Field(
         None, ge=-1.0, le=1.0, description="Least cosine similarity returned; none by default."
     )
-    search_timeout_s: float = Field(10.0, gt=0)
+    search_timeout_s: float = Field(10.0, gt=0, description="How long a caller waits for the query worker.")
     search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
-    search_fulltext_weight: float = Field(0.1, ge=0.0, le=1.0)
-    search_importance_weight: float = Field(0.0, ge=0.0, le=1.0)
-    search_recency_weight: float = Field(0.0, ge=0.0, le=1.0)
-    search_recency_half_life_days: float = Field(30.0, gt=0)
-    search_memory_type_weights: dict[str, float] = Field(default_factory=dict)
-    query_cache_size: int = Field(1024, ge=0)
+    search_fulltext_weight: float = Field(
+        0.1, ge=0.0, le=1.0, description="Nudge for fulltext hits, times their share of the best hit."
+    )
+    search_importance_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge per unit of importance.")
+    search_recency_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge for new memories.")
+    search_recency_half_life_days: float = Field(30.0, gt=0, description="Age that halves the recency nudge.")
+    search_memory_type_weights: dict[str, float] = Field(
+        default_factory=dict, description='Nudge per memory_type, as JSON: {"fact": 0.05}.'
+    )
+    query_cache_size: int = Field(1024, ge=0, description="Query embeddings cached per query worker.")
 
     # Reconciler.
     reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")
-    reconcile_batch_size: int = Field(256, ge=1)
-    reconcile_interval_s: int = Field(300, ge=10)
+    reconcile_batch_size: int = Field(256, ge=1, description="Memories re-synced per Qdrant call.")
+    reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
 
     # HTTP app.
-    api_host: str = "127.0.0.1"
-    api_port: int = Field(8000, ge=1, le=65535)
+    api_host: str = Field("127.0.0.1", description="HTTP app address.")
+    api_port: int = Field(8000, ge=1, le=65535, description="HTTP app port.")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

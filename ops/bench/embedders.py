@@ -67,9 +67,7 @@ def _load_int8(batch_size: int) -> tuple[Embed, Callable[[str], Matrix], dict[st
     return embedder.embed, embedder.embed_query, info
 
 
-def _load_float(
-    batch_size: int, model_dir: str
-) -> tuple[Embed, Callable[[str], Matrix], dict[str, Any]]:
+def _load_float(batch_size: int, model_dir: str) -> tuple[Embed, Callable[[str], Matrix], dict[str, Any]]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import sentence_transformers
     import torch
@@ -87,8 +85,7 @@ def _load_float(
 
     info = {
         "name": "float32 (sentence-transformers + torch)",
-        "runtime": f"torch {torch.__version__}, "
-        f"sentence-transformers {sentence_transformers.__version__}",
+        "runtime": f"torch {torch.__version__}, sentence-transformers {sentence_transformers.__version__}",
         "model": model_dir,
         "threads": f"torch {torch.get_num_threads()}",
         "max_seq_length": model.max_seq_length,
@@ -279,9 +276,7 @@ def _cosines(a: Matrix, b: Matrix) -> Matrix:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--float-python", help="interpreter with torch + sentence-transformers")
     parser.add_argument("--passages", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -341,9 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pairs[f"{name} corpus"] = f"{name}.corpus"
                 pairs[f"{name} queries"] = f"{name}.queries"
             for label, stem in pairs.items():
-                cos = _cosines(
-                    np.load(folder / f"int8.{stem}.npy"), np.load(folder / f"float.{stem}.npy")
-                )
+                cos = _cosines(np.load(folder / f"int8.{stem}.npy"), np.load(folder / f"float.{stem}.npy"))
                 agreement[label] = {
                     "mean": float(cos.mean()),
                     "min": float(cos.min()),
@@ -351,8 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
 
     report = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
-        f"Python {platform.python_version()}",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}",
         "batch_size": args.batch_size,
         "passages": {
             "count": len(passages),
@@ -383,18 +375,12 @@ def _print(report: dict[str, Any]) -> None:
             continue
         r = report["models"][kind]
         runs = ", ".join(f"{x:.1f}" for x in r["chunks_per_s"])
-        print(
-            f"\n[{kind}] {r['name']}\n  {r['runtime']}; threads: {r['threads']}\n"
-            f"  model: {r['model']}"
-        )
+        print(f"\n[{kind}] {r['name']}\n  {r['runtime']}; threads: {r['threads']}\n  model: {r['model']}")
         print(
             f"  throughput, batch {report['batch_size']}: "
             f"best {max(r['chunks_per_s']):.1f} chunks/s (runs: {runs})"
         )
-        print(
-            f"  one short query: median {r['query_ms_median']:.2f} ms, "
-            f"p90 {r['query_ms_p90']:.2f} ms"
-        )
+        print(f"  one short query: median {r['query_ms_median']:.2f} ms, p90 {r['query_ms_p90']:.2f} ms")
         print(
             f"  RSS: {r['rss_start_mib']:.0f} MiB bare interpreter, {r['rss_loaded_mib']:.0f} MiB "
             f"holding the model (after warm-up), peak {r['rss_peak_bench_mib']:.0f} MiB during "

@@ -15,6 +15,7 @@ from shared.embedding import make_embedder
 from shared.settings import get_settings
 from shared.stores.neo4j import Neo4jStore
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--user", required=True)

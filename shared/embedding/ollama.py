@@ -12,9 +12,7 @@ class OllamaEmbedder(HttpEmbedder):
 
     backend: ClassVar[str] = "ollama"
     path: ClassVar[str] = "/api/embed"
-    hint: ClassVar[str] = (
-        "run `ollama serve` and `ollama pull` the model, or fix ENGRAM_EMBEDDING_URL"
-    )
+    hint: ClassVar[str] = "run `ollama serve` and `ollama pull` the model, or fix ENGRAM_EMBEDDING_URL"
 
     def _payload(self, texts: list[str]) -> dict[str, Any]:
         # Chunks are sized by the model's tokenizer already; Ollama would otherwise cut silently.

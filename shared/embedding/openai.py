@@ -15,9 +15,7 @@ class OpenAIEmbedder(HttpEmbedder):
 
     backend: ClassVar[str] = "openai"
     path: ClassVar[str] = "/v1/embeddings"
-    hint: ClassVar[str] = (
-        "check ENGRAM_EMBEDDING_URL, ENGRAM_EMBEDDING_MODEL and ENGRAM_EMBEDDING_API_KEY"
-    )
+    hint: ClassVar[str] = "check ENGRAM_EMBEDDING_URL, ENGRAM_EMBEDDING_MODEL and ENGRAM_EMBEDDING_API_KEY"
 
     def _path(self) -> str:
         if self._client.base_url.path.rstrip("/").endswith("/v1"):

@@ -12,9 +12,7 @@ class TeiEmbedder(HttpEmbedder):
 
     backend: ClassVar[str] = "tei"
     path: ClassVar[str] = "/embed"
-    hint: ClassVar[str] = (
-        "start text-embeddings-inference with the model, or fix ENGRAM_EMBEDDING_URL"
-    )
+    hint: ClassVar[str] = "start text-embeddings-inference with the model, or fix ENGRAM_EMBEDDING_URL"
 
     def _payload(self, texts: list[str]) -> dict[str, Any]:
         # Chunks are sized by the model's own tokenizer: an input too long is a bug to surface,

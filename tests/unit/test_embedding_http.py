@@ -118,10 +118,7 @@ class FakeServer:
         self.requests.append(request)
         if request.method != "POST" or request.url.path != self.path:
             return httpx.Response(404, text="404 page not found")
-        if (
-            self.api_key is not None
-            and request.headers.get("authorization") != f"Bearer {self.api_key}"
-        ):
+        if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
             return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
         if self.failures:
             failure = self.failures.pop(0)
@@ -156,9 +153,7 @@ class Recorder:
         self.delays.append(seconds)
 
 
-def build(
-    backend: str, server: FakeServer, sleep: Recorder | None = None, **overrides: Any
-) -> HttpEmbedder:
+def build(backend: str, server: FakeServer, sleep: Recorder | None = None, **overrides: Any) -> HttpEmbedder:
     return CLASSES[backend](
         settings_for(backend, **overrides),
         transport=httpx.MockTransport(server),
@@ -413,13 +408,9 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
         assert ceiling / 2 <= delay <= ceiling
 
 
-@pytest.mark.parametrize(
-    ("retry_after", "delay"), [("2", 2.0), ("0.25", 0.25), ("3600", 30.0), ("-5", 0.0)]
-)
+@pytest.mark.parametrize(("retry_after", "delay"), [("2", 2.0), ("0.25", 0.25), ("3600", 30.0), ("-5", 0.0)])
 def test_retry_after_seconds_is_honoured_and_capped(retry_after: str, delay: float) -> None:
-    busy = httpx.Response(
-        429, headers={"Retry-After": retry_after}, json={"error": "Model is overloaded"}
-    )
+    busy = httpx.Response(429, headers={"Retry-After": retry_after}, json={"error": "Model is overloaded"})
     server = FakeServer("tei", failures=[busy])
     sleep = Recorder()
     build("tei", server, sleep).embed(["a"])
@@ -448,9 +439,7 @@ def test_unreadable_retry_after_falls_back_to_backoff() -> None:
 
 @pytest.mark.parametrize("status", [400, 404, 413, 422])
 def test_client_errors_are_rejected_without_retry(backend: str, status: int) -> None:
-    refusal = httpx.Response(
-        status, json={"error": "Input validation error", "error_type": "validation"}
-    )
+    refusal = httpx.Response(status, json={"error": "Input validation error", "error_type": "validation"})
     server = FakeServer(backend, failures=[refusal])
     sleep = Recorder()
     with pytest.raises(EmbeddingRejected) as caught:
@@ -587,9 +576,7 @@ def test_an_injected_client_is_used_and_left_open() -> None:
 
 def test_transport_and_client_together_are_refused() -> None:
     with httpx.Client() as client, pytest.raises(ValueError):
-        TeiEmbedder(
-            settings_for("tei"), client=client, transport=httpx.MockTransport(FakeServer("tei"))
-        )
+        TeiEmbedder(settings_for("tei"), client=client, transport=httpx.MockTransport(FakeServer("tei")))
 
 
 def test_context_manager_closes_its_client() -> None:
