@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from shared.settings import get_settings
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # The driver warns on each retry of a refused connection; the one line below says it all.
+    logging.getLogger("neo4j").setLevel(logging.ERROR)
     try:
         result: int = args.run(args)
         return result

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 
 import celery.exceptions
+import kombu.exceptions
+import redis
 from celery import Celery
 
-from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout
+from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import (
     DocumentIn,
@@ -24,7 +27,7 @@ from shared.models import (
     VectorSyncCounts,
 )
 from shared.progress import Progress
-from shared.redis_client import connect, translated_errors
+from shared.redis_client import START_HINT, connect, translated_errors
 from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
 from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK
@@ -47,7 +50,7 @@ def batches(
     batch: list[DocumentIn] = []
     size = 0
     for document in documents:
-        length = len(document.text)
+        length = len(document.text.encode("utf-8"))
         if batch and (len(batch) >= max_documents or size + length > max_bytes):
             yield batch
             batch, size = [], 0
@@ -55,6 +58,20 @@ def batches(
         size += length
     if batch:
         yield batch
+
+
+@contextmanager
+def queue_errors() -> Iterator[None]:
+    """Broker and result-store failures, in whatever form Celery raises them, as one clear error."""
+    try:
+        yield
+    except (kombu.exceptions.OperationalError, redis.ConnectionError, redis.TimeoutError) as exc:
+        raise ServiceUnavailable("redis", str(exc), START_HINT) from exc
+    except RuntimeError as exc:
+        # Celery's result consumer gives up on a lost Redis with a bare RuntimeError.
+        if isinstance(exc.__cause__, redis.ConnectionError | redis.TimeoutError | OSError):
+            raise ServiceUnavailable("redis", str(exc.__cause__), START_HINT) from exc
+        raise
 
 
 class EngramClient:
@@ -80,6 +97,7 @@ class EngramClient:
         """Checks every document first, so a bad one enqueues nothing, then enqueues in batches."""
         if not documents:
             raise InvalidInput("no documents given")
+        self.ping()
         seen: set[str] = set()
         for document in documents:
             check_document(document, self.settings)
@@ -93,7 +111,7 @@ class EngramClient:
             keys = [document_key(d.user_id, d.document_id) for d in batch]
             self._progress.set(keys, "queued")
             payload = [d.model_dump(mode="json", exclude_none=True) for d in batch]
-            with translated_errors():
+            with queue_errors():
                 task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
         return IngestAccepted(
             accepted=len(documents),
@@ -135,29 +153,31 @@ class EngramClient:
 
     def search(self, request: SearchRequest, timeout_s: float | None = None) -> SearchResponse:
         timeout = timeout_s or self.settings.search_timeout_s
-        with translated_errors():
+        self.ping()  # fails at once with a clear line, where Celery would retry for long
+        with queue_errors():
             result = self._app.send_task(
                 SEARCH_TASK, args=(request.model_dump(mode="json"),), expires=timeout
             )
-        try:
-            answer = result.get(timeout=timeout, propagate=True)
-        except celery.exceptions.TimeoutError as exc:
-            result.revoke()
-            raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
-        finally:
-            result.forget()
+            try:
+                answer = result.get(timeout=timeout, propagate=True)
+            except celery.exceptions.TimeoutError as exc:
+                result.revoke()
+                raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
+            finally:
+                result.forget()
         return SearchResponse.model_validate(answer)
 
     def reconcile(self, dry_run: bool = False, timeout_s: float | None = 600.0) -> dict[str, Any]:
         """Runs the reconciler through its queue; waits for its report unless timeout_s is None."""
-        with translated_errors():
+        self.ping()
+        with queue_errors():
             result = self._app.send_task(RECONCILE_TASK, kwargs={"dry_run": dry_run})
-        if timeout_s is None:
-            return {"task_id": result.id}
-        try:
-            report: dict[str, Any] = result.get(timeout=timeout_s, propagate=True)
-        except celery.exceptions.TimeoutError as exc:
-            raise SearchTimeout(f"the reconciler did not report within {timeout_s:g} s") from exc
+            if timeout_s is None:
+                return {"task_id": result.id}
+            try:
+                report: dict[str, Any] = result.get(timeout=timeout_s, propagate=True)
+            except celery.exceptions.TimeoutError as exc:
+                raise SearchTimeout(f"the reconciler did not report within {timeout_s:g} s") from exc
         return report
 
     def _store(self) -> Neo4jStore:

@@ -59,7 +59,7 @@ def _read_file(path: Path, name: str, defaults: dict[str, Any]) -> Iterator[Docu
 
 def _read_jsonl(path: Path, defaults: dict[str, Any]) -> Iterator[DocumentIn]:
     for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
-        line = _decode(path, raw, number).strip()
+        line = _decode(path, raw, number).removeprefix("\ufeff").strip()
         if not line:
             continue
         try:

@@ -54,6 +54,8 @@ class Chunker:
             if not content:
                 continue
             count = self.count_tokens(content)
+            if count == 0:
+                continue  # nothing the model can see (zero-width or control characters only)
             if count <= self._chunk_size:
                 chunks.append(TextChunk(content, count))
             else:
@@ -74,7 +76,7 @@ class Chunker:
                 end -= 1
                 content = text[offsets[start][0] : offsets[end - 1][1]].strip()
                 count = self.count_tokens(content)
-            if content:
+            if content and count:
                 windows.append(TextChunk(content, count))
             if end >= len(offsets):
                 break

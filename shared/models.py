@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
@@ -18,9 +19,14 @@ ShortText = Annotated[str, StringConstraints(max_length=1024)]
 MetadataValue = str | int | float | bool | None
 
 
+def _visible(character: str) -> bool:
+    return not character.isspace() and unicodedata.category(character) not in ("Cc", "Cf", "Cs", "Zs")
+
+
 def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("text is empty or only white space")
+    """Refuses text with nothing a model could read: white space, control or zero-width characters."""
+    if not any(_visible(character) for character in text):
+        raise ValueError("text is empty or only white space, control or zero-width characters")
     return text
 
 

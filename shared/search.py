@@ -143,7 +143,8 @@ class Searcher:
             if threshold is not None and sim < threshold:
                 continue
             score = sim + s.search_fulltext_weight * text_share.get(memory_id, 0.0)
-            score += s.search_importance_weight * (float(memory.get("importance") or 0.5) - 0.5)
+            importance = memory.get("importance")
+            score += s.search_importance_weight * ((0.5 if importance is None else float(importance)) - 0.5)
             score += s.search_recency_weight * _recency(
                 memory.get("created_at"), now, s.search_recency_half_life_days
             )

@@ -31,7 +31,7 @@
 # Fills the caller's locals (bash dynamic scoping): _n_root _n_src _n_home _n_pidfile
 # _n_log _n_uri _n_host _n_port _n_password _n_java.
 _neo4j_config() {
-    _n_root=${ENGRAM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+    _n_root=${ENGRAM_ROOT:-$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../.." && pwd)}
     _n_src="$_n_root/ops/neo4j"
     local data_dir=${ENGRAM_DATA_DIR:-$_n_root/.engram}
     _n_home="$data_dir/neo4j"
@@ -125,8 +125,12 @@ neo4j_build() {
         return 1
     fi
     echo "neo4j: building launcher ($_n_src) ..."
-    # Start from an empty lib/ so jars of a previous dependency set cannot linger on the classpath.
-    rm -rf "$_n_src/target/lib" "$stamp"
+    # If the pom changed, start from an empty lib/ so jars of a previous dependency set cannot
+    # linger on the classpath. Otherwise leave lib/ alone: a server started from it may be running.
+    if [[ ! -f $stamp || $_n_src/pom.xml -nt $stamp ]]; then
+        rm -rf "$_n_src/target/lib"
+    fi
+    rm -f "$stamp"
     if ! mvn -q -B -Dstyle.color=never -f "$_n_src/pom.xml" package; then
         echo "neo4j: maven build failed" >&2
         return 1

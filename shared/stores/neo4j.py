@@ -54,7 +54,7 @@ def _translated_errors() -> Iterator[None]:
     except neo4j_errors.AuthError as exc:
         raise ConfigurationError(f"Neo4j refused the credentials: {exc.message}") from exc
     except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OSError) as exc:
-        raise ServiceUnavailable("neo4j", str(exc), START_HINT) from exc
+        raise ServiceUnavailable("neo4j", " ".join(str(exc).split()), START_HINT) from exc
     except neo4j_errors.TransientError as exc:
         raise TransientError(f"Neo4j transient error: {exc.message}") from exc
 
@@ -69,6 +69,8 @@ class Neo4jStore:
             max_connection_pool_size=settings.neo4j_max_pool_size,
             connection_acquisition_timeout=10.0,
             connection_timeout=5.0,
+            # Celery retries tasks with backoff; the driver need not retry long on its own.
+            max_transaction_retry_time=5.0,
         )
 
     def close(self) -> None:

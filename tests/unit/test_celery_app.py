@@ -1,0 +1,162 @@
+"""The Celery app's configuration holds the reliability settings, and importing it is inert."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.settings import Settings, get_settings
+from workers.app import (
+    CHUNK_TASK,
+    EMBED_TASK,
+    QUEUES,
+    RECONCILE_TASK,
+    SEARCH_TASK,
+    TASK_MODULES,
+    WRITE_TASK,
+    app,
+    make_app,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_tasks_are_acknowledged_late_and_requeued_if_the_worker_dies() -> None:
+    assert app.conf.task_acks_late is True
+    assert app.conf.task_reject_on_worker_lost is True
+    assert app.conf.worker_prefetch_multiplier == 1
+
+
+def test_visibility_timeout_is_set_for_broker_and_results_and_outlasts_the_time_limit() -> None:
+    settings = get_settings()
+
+    broker = app.conf.broker_transport_options["visibility_timeout"]
+    results = app.conf.result_backend_transport_options["visibility_timeout"]
+
+    assert broker == results == settings.visibility_timeout_s
+    assert broker > app.conf.task_time_limit
+    assert app.conf.task_time_limit == settings.task_time_limit_s
+    assert app.conf.task_soft_time_limit == settings.task_soft_time_limit_s
+    assert app.conf.task_soft_time_limit < app.conf.task_time_limit
+
+
+def test_one_queue_per_stage() -> None:
+    names = [queue.name for queue in app.conf.task_queues]
+
+    assert names == list(QUEUES)
+    assert set(names) == {"ingest", "embed", "write", "query", "reconcile"}
+    assert app.conf.task_default_queue in names
+
+
+def test_every_task_is_routed_to_its_own_stage_queue() -> None:
+    routes = app.conf.task_routes
+
+    assert routes == {
+        CHUNK_TASK: {"queue": "ingest"},
+        EMBED_TASK: {"queue": "embed"},
+        WRITE_TASK: {"queue": "write"},
+        SEARCH_TASK: {"queue": "query"},
+        RECONCILE_TASK: {"queue": "reconcile"},
+    }
+    assert len({route["queue"] for route in routes.values()}) == len(routes)
+
+
+def test_messages_are_json_only() -> None:
+    assert app.conf.task_serializer == "json"
+    assert app.conf.result_serializer == "json"
+    assert list(app.conf.accept_content) == ["json"]
+
+
+def test_broker_and_results_use_the_configured_redis() -> None:
+    assert app.conf.broker_url == get_settings().redis_url
+    assert app.conf.result_backend == get_settings().redis_url
+
+
+def test_beat_runs_the_reconciler_on_its_interval() -> None:
+    entry = app.conf.beat_schedule["reconcile"]
+
+    assert entry["task"] == RECONCILE_TASK
+    assert entry["schedule"] == float(get_settings().reconcile_interval_s)
+
+
+@pytest.fixture
+def fresh_settings(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """get_settings() re-read from the variables a test sets, and restored afterwards."""
+    for name in list(os.environ):
+        if name.upper().startswith("ENGRAM_"):
+            monkeypatch.delenv(name)
+    get_settings.cache_clear()
+    yield monkeypatch
+    get_settings.cache_clear()
+
+
+def test_app_follows_the_settings(fresh_settings: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Given settings with other limits (and no .env of the working folder to read)
+    fresh_settings.chdir(tmp_path)
+    fresh_settings.setenv("ENGRAM_REDIS_URL", "redis://127.0.0.1:6390/3")
+    fresh_settings.setenv("ENGRAM_TASK_SOFT_TIME_LIMIT_S", "100")
+    fresh_settings.setenv("ENGRAM_TASK_TIME_LIMIT_S", "200")
+    fresh_settings.setenv("ENGRAM_VISIBILITY_TIMEOUT_S", "300")
+
+    # When an app is made
+    made = make_app()
+
+    # Then it carries them
+    assert made.conf.broker_url == "redis://127.0.0.1:6390/3"
+    assert made.conf.broker_transport_options == {"visibility_timeout": 300}
+    assert made.conf.result_backend_transport_options == {"visibility_timeout": 300}
+    assert (made.conf.task_soft_time_limit, made.conf.task_time_limit) == (100, 200)
+    assert isinstance(get_settings(), Settings)
+
+
+_PROBE = """
+import json, sys
+connections = []
+sys.addaudithook(lambda event, args: connections.append(event) if event in ("socket.connect", "socket.getaddrinfo") else None)
+import workers.app
+loaded_before = [m for m in workers.app.TASK_MODULES + ["onnxruntime", "neo4j", "qdrant_client"] if m in sys.modules]
+app = workers.app.app
+seen_by_import = list(connections)
+import socket
+socket.getaddrinfo("127.0.0.1", 9)  # a control: the hook does see socket calls
+control = connections[len(seen_by_import):]
+import importlib
+for module in workers.app.TASK_MODULES:
+    importlib.import_module(module)
+registered = sorted(name for name in app.tasks if name.startswith("engram."))
+print(json.dumps({
+    "connections": seen_by_import, "control": control, "loaded": loaded_before,
+    "broker": app.conf.broker_url, "registered": registered,
+}))
+"""
+
+
+def test_importing_the_app_connects_to_nothing_and_loads_no_worker_code() -> None:
+    # Given a broker address where nothing listens
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ENGRAM_")}
+    env["ENGRAM_REDIS_URL"] = "redis://127.0.0.1:9/0"
+
+    # When workers.app is imported in a fresh interpreter watching every socket call
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+    # Then it made no connection and loaded none of the task modules or store drivers
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["control"] == ["socket.getaddrinfo"]
+    assert report["connections"] == []
+    assert report["loaded"] == []
+    assert report["broker"] == "redis://127.0.0.1:9/0"
+    # and the task modules, once a worker imports them, register exactly the routed task names
+    assert report["registered"] == sorted(app.conf.task_routes)
+
+
+def test_task_modules_are_listed_for_the_workers() -> None:
+    assert list(app.conf.include) == TASK_MODULES

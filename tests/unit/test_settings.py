@@ -1,0 +1,147 @@
+"""Settings: safe defaults, ENGRAM_* variables, and the validators that refuse unworkable values."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.errors import ConfigurationError
+from shared.settings import DEV_NEO4J_PASSWORD, Settings
+
+
+@pytest.fixture(autouse=True)
+def _no_engram_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests see only the variables they set themselves."""
+    for name in list(os.environ):
+        if name.upper().startswith("ENGRAM_"):
+            monkeypatch.delenv(name)
+
+
+def _settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **values)
+
+
+def test_defaults_are_safe_for_local_use() -> None:
+    settings = _settings()
+
+    assert settings.env == "development"
+    assert settings.embedding_backend == "local"
+    assert settings.embedding_url is None
+    assert settings.neo4j_password.get_secret_value() == DEV_NEO4J_PASSWORD
+    assert settings.chunk_size_tokens + 2 <= settings.embedding_max_tokens
+    assert settings.chunk_overlap_tokens < settings.chunk_size_tokens
+    assert settings.task_soft_time_limit_s < settings.task_time_limit_s < settings.visibility_timeout_s
+    assert settings.api_host == "127.0.0.1"
+
+
+def test_secrets_are_not_shown_in_repr() -> None:
+    settings = _settings(neo4j_password="s3cret-value")
+
+    assert "s3cret-value" not in repr(settings)
+    assert "s3cret-value" not in str(settings.model_dump())
+
+
+def test_qdrant_local_path_defaults_under_data_dir() -> None:
+    assert _settings(data_dir=Path("/srv/engram")).qdrant_local_path == Path("/srv/engram/qdrant")
+    assert _settings(qdrant_path=Path("/q")).qdrant_local_path == Path("/q")
+
+
+def test_chunk_exactly_filling_the_model_is_accepted() -> None:
+    settings = _settings(chunk_size_tokens=254, embedding_max_tokens=256)
+
+    assert settings.chunk_size_tokens == 254
+
+
+def test_chunk_that_leaves_no_room_for_special_tokens_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="CHUNK_SIZE_TOKENS"):
+        _settings(chunk_size_tokens=255, embedding_max_tokens=256)
+
+
+def test_chunk_larger_than_a_smaller_model_is_refused() -> None:
+    with pytest.raises(ConfigurationError):
+        _settings(embedding_max_tokens=128)  # the default chunk of 240 cannot fit
+
+
+@pytest.mark.parametrize("overlap", [100, 150])
+def test_overlap_not_below_chunk_size_is_refused(overlap: int) -> None:
+    with pytest.raises(ConfigurationError, match="OVERLAP"):
+        _settings(chunk_size_tokens=100, chunk_overlap_tokens=overlap)
+
+
+@pytest.mark.parametrize("visibility", [1800, 1000])
+def test_time_limit_not_below_visibility_timeout_is_refused(visibility: int) -> None:
+    with pytest.raises(ConfigurationError, match="VISIBILITY_TIMEOUT"):
+        _settings(task_time_limit_s=1800, task_soft_time_limit_s=1000, visibility_timeout_s=visibility)
+
+
+@pytest.mark.parametrize("soft", [600, 900])
+def test_soft_time_limit_not_below_hard_limit_is_refused(soft: int) -> None:
+    with pytest.raises(ConfigurationError, match="SOFT_TIME_LIMIT"):
+        _settings(task_time_limit_s=600, task_soft_time_limit_s=soft)
+
+
+@pytest.mark.parametrize("backend", ["tei", "ollama", "openai"])
+def test_http_backend_without_url_is_refused(backend: str) -> None:
+    with pytest.raises(ConfigurationError, match="EMBEDDING_URL"):
+        _settings(embedding_backend=backend)
+
+
+def test_http_backend_with_url_is_accepted() -> None:
+    settings = _settings(embedding_backend="tei", embedding_url="http://127.0.0.1:8080")
+
+    assert settings.embedding_backend == "tei"
+
+
+def test_production_with_the_development_password_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="NEO4J_PASSWORD"):
+        _settings(env="production")
+    with pytest.raises(ConfigurationError):
+        _settings(env="production", neo4j_password=DEV_NEO4J_PASSWORD)
+
+
+def test_production_with_another_password_is_accepted() -> None:
+    settings = _settings(env="production", neo4j_password="a-real-secret")
+
+    assert settings.env == "production"
+    assert settings.neo4j_password.get_secret_value() == "a-real-secret"
+
+
+def test_values_are_read_from_engram_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given ENGRAM_* variables in the environment
+    monkeypatch.setenv("ENGRAM_CHUNK_SIZE_TOKENS", "120")
+    monkeypatch.setenv("ENGRAM_CHUNK_OVERLAP_TOKENS", "10")
+    monkeypatch.setenv("ENGRAM_REDIS_URL", "redis://cache.internal:6380/2")
+    monkeypatch.setenv("ENGRAM_SEARCH_MEMORY_TYPE_WEIGHTS", '{"fact": 0.05}')
+    monkeypatch.setenv("CHUNK_SIZE_TOKENS", "17")  # no prefix: not ours
+
+    # When settings are built
+    settings = _settings()
+
+    # Then they hold the environment's values
+    assert settings.chunk_size_tokens == 120
+    assert settings.chunk_overlap_tokens == 10
+    assert settings.redis_url == "redis://cache.internal:6380/2"
+    assert settings.search_memory_type_weights == {"fact": 0.05}
+
+
+def test_variables_are_validated_like_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGRAM_ENV", "production")
+
+    with pytest.raises(ConfigurationError):
+        _settings()
+
+    monkeypatch.setenv("ENGRAM_NEO4J_PASSWORD", "another-password")
+    assert _settings().env == "production"
+
+
+def test_env_file_is_read_when_given(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("ENGRAM_API_PORT=9001\nENGRAM_EMBEDDING_BATCH_SIZE=8\n", encoding="utf-8")
+
+    settings = Settings(_env_file=env_file)
+
+    assert settings.api_port == 9001
+    assert settings.embedding_batch_size == 8
