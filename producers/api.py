@@ -103,7 +103,7 @@ async def ingest(
     return await run_in_threadpool(client().ingest, documents)
 
 
-@app.get("/api/documents/{document_id}", response_model=DocumentStatus)
+@app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
 async def document_status(
     document_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
 ) -> DocumentStatus:

@@ -168,7 +168,8 @@ def _search(args: argparse.Namespace) -> int:
     for rank, result in enumerate(response.results, start=1):
         snippet = " ".join(result.content.split())[:160]
         print(
-            f"{rank:>3}. {result.similarity_score:.3f}  [{result.document_id}#{result.chunk_index}] {snippet}"
+            f"{rank:>3}. similarity {result.similarity_score:.3f}  score {result.score:.3f}  "
+            f"[{result.document_id}#{result.chunk_index}] {snippet}"
         )
     return 0
 

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         3600, ge=60, description="Redis redelivers an unacknowledged task after this; above the time limit."
     )
     worker_soft_shutdown_timeout_s: float = Field(
-        30.0, ge=0, description="A stopping worker finishes or re-queues its task within this."
+        10.0, ge=0, description="A stopping worker finishes or re-queues its task within this."
     )
     staging_ttl_s: int = Field(7 * 24 * 3600, ge=3600, description="How long unfinished batches wait.")
 

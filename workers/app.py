@@ -53,7 +53,6 @@ def make_app() -> Celery:
         # Redis re-delivers unacknowledged messages after this; it must outlast the longest task.
         broker_transport_options=visibility,
         result_backend_transport_options=visibility,
-        visibility_timeout=settings.visibility_timeout_s,
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
         worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,
@@ -63,7 +62,12 @@ def make_app() -> Celery:
         result_expires=3600,
         worker_hijack_root_logger=False,
         beat_schedule={
-            "reconcile": {"task": RECONCILE_TASK, "schedule": float(settings.reconcile_interval_s)}
+            "reconcile": {
+                "task": RECONCILE_TASK,
+                "schedule": float(settings.reconcile_interval_s),
+                # A run nobody picked up before the next one is due is dropped, not piled up.
+                "options": {"expires": float(settings.reconcile_interval_s)},
+            }
         },
     )
     return app

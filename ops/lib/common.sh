@@ -118,7 +118,10 @@ worker_start() {
     mkdir -p "$RUN_DIR" "$LOG_DIR"
     # A fresh log per start, so "ready." below is this start's.
     [[ -f $LOG_DIR/worker-$name.log ]] && mv "$LOG_DIR/worker-$name.log" "$LOG_DIR/worker-$name.log.1"
-    (cd "$ENGRAM_ROOT" && nohup "$VENV/bin/celery" -A workers.app worker -Q "$queues" \
+    # SIGTERM as a cold shutdown after the soft-shutdown window: a running task gets
+    # ENGRAM_WORKER_SOFT_SHUTDOWN_TIMEOUT_S to finish, then is re-queued (a plain warm shutdown
+    # would wait for it without limit).
+    (cd "$ENGRAM_ROOT" && REMAP_SIGTERM=SIGQUIT nohup "$VENV/bin/celery" -A workers.app worker -Q "$queues" \
         -n "$name@%h" --pool prefork --concurrency "$concurrency" --loglevel INFO \
         >>"$LOG_DIR/worker-$name.log" 2>&1 &
         echo $! >"$pidfile")
@@ -173,27 +176,28 @@ api_start() {
     fail "the HTTP app did not answer on port $ENGRAM_API_PORT"
 }
 
-# Stops a process from its pid file: TERM (workers re-queue their work), then KILL after a bound.
-stop_pidfile() {
-    local pidfile=$1 pid i
-    [[ -f $pidfile ]] || return 0
-    pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 60); do
+# Stops processes from their pid files: TERM to all at once (workers re-queue unfinished work), wait,
+# then KILL what is left after a bound.
+stop_pidfiles() {
+    local pidfile pids=() pid i
+    for pidfile in "$@"; do
+        [[ -f $pidfile ]] || continue
+        pid=$(cat "$pidfile")
+        kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+        rm -f "$pidfile"
+    done
+    for pid in "${pids[@]}"; do
+        for i in $(seq 1 120); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.5
         done
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    fi
-    rm -f "$pidfile"
+    done
+    return 0
 }
 
 stop_all() {
-    local pidfile
-    for pidfile in "$RUN_DIR"/api.pid "$RUN_DIR"/beat.pid "$RUN_DIR"/worker-*.pid; do
-        [[ -e $pidfile ]] && stop_pidfile "$pidfile"
-    done
+    stop_pidfiles "$RUN_DIR"/api.pid "$RUN_DIR"/beat.pid "$RUN_DIR"/worker-*.pid
     neo4j_stop
     redis_stop
 }

@@ -154,6 +154,7 @@ class Neo4jStore:
                     "metadata": json.dumps(doc.metadata, sort_keys=True),
                     "chunk_count": len(staged.chunks),
                     "created_at": doc.created_at or staged.received_at,
+                    "given_created_at": doc.created_at,
                     "ingested_at": now,
                 }
             )
@@ -164,6 +165,7 @@ class Neo4jStore:
                         "id": chunk.id,
                         "document_key": staged.key,
                         "created_at": doc.created_at or staged.received_at,
+                        "given_created_at": doc.created_at,
                         "updated_at": now,
                         "embedding": embedding,
                         "properties": memory_properties(staged, chunk.chunk_index, model, len(embedding)),

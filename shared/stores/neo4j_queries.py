@@ -50,7 +50,8 @@ UPSERT_DOCUMENTS = """
 UNWIND $documents AS d
 MERGE (doc:Document {id: d.key})
 ON CREATE SET doc.created_at = d.created_at
-SET doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
+SET doc.created_at = coalesce(d.given_created_at, doc.created_at),
+    doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
     doc.session_id = d.session_id, doc.source = d.source, doc.title = d.title, doc.uri = d.uri,
     doc.content_hash = d.content_hash, doc.metadata = d.metadata, doc.chunk_count = d.chunk_count,
     doc.ingested_at = d.ingested_at
@@ -61,7 +62,8 @@ UNWIND $memories AS row
 MATCH (doc:Document {id: row.document_key})
 MERGE (m:Memory {id: row.id})
 ON CREATE SET m.created_at = row.created_at
-SET m += row.properties, m.embedding = row.embedding, m.updated_at = row.updated_at,
+SET m.created_at = coalesce(row.given_created_at, m.created_at),
+    m += row.properties, m.embedding = row.embedding, m.updated_at = row.updated_at,
     m.vector_sync = 'pending', m.vector_sync_error = null, m.vector_sync_attempts = 0,
     m.vector_synced_at = null
 MERGE (doc)-[:HAS_CHUNK]->(m)

@@ -56,11 +56,14 @@ class QdrantStore:
 
     def _client(self) -> QdrantClient:
         """Connects, and makes the collection, on first use: an outage surfaces in the operation."""
+        if not self._collection_ready:
+            self.ensure_collection()
+        return self._connected()
+
+    def _connected(self) -> QdrantClient:
         if self._client_instance is None:
             with _translated_errors("connect"):
                 self._client_instance = self._connect()
-        if not self._collection_ready:
-            self.ensure_collection()
         return self._client_instance
 
     def _connect(self) -> QdrantClient:
@@ -78,10 +81,7 @@ class QdrantStore:
             self._collection_ready = False
 
     def ensure_collection(self) -> None:
-        if self._client_instance is None:
-            with _translated_errors("connect"):
-                self._client_instance = self._connect()
-        client = self._client_instance
+        client = self._connected()
         with _translated_errors("ensure collection"):
             if not client.collection_exists(self.collection):
                 self._create_collection(client)
