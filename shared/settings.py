@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(64_000_000, ge=1, description="Largest HTTP body accepted.")
 
     # Tasks.
-    ingest_batch_documents: int = Field(32, ge=1, description="Documents per ingest task from the CLI.")
+    ingest_batch_documents: int = Field(128, ge=1, description="Documents per ingest task from the CLI.")
     task_max_retries: int = Field(8, ge=0, description="Retries of a stage task on a transient error.")
     task_retry_backoff_max_s: int = Field(300, ge=1, description="Longest wait between retries.")
     task_soft_time_limit_s: int = Field(1500, ge=10, description="A task is asked to stop after this.")
