@@ -54,7 +54,7 @@ python_for_venv() {
 # Installs the project into .venv when the venv is new or pyproject.toml changed.
 ensure_venv() {
     local stamp="$VENV/.engram-installed" wanted
-    wanted=$(cat "$ENGRAM_ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+    wanted=$(sha256sum <"$ENGRAM_ROOT/pyproject.toml" | cut -d' ' -f1)
     if [[ -x $PY && -f $stamp && $(cat "$stamp") == "$wanted" ]]; then
         return 0
     fi

@@ -14,13 +14,6 @@ class VectorPoint:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class StoredPoint:
-    id: str
-    payload: dict[str, Any]
-    vector: list[float] | None = None
-
-
 class VectorStore(Protocol):
     """One collection per embedding model; point id = Memory id; payload = the Memory's fields."""
 
@@ -29,7 +22,5 @@ class VectorStore(Protocol):
     def upsert(self, points: Sequence[VectorPoint]) -> None: ...
 
     def delete(self, ids: Sequence[str]) -> None: ...
-
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[StoredPoint]: ...
 
     def close(self) -> None: ...

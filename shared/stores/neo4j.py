@@ -76,10 +76,6 @@ class Neo4jStore:
     def close(self) -> None:
         self._driver.close()
 
-    def verify(self) -> None:
-        with _translated_errors():
-            self._driver.verify_connectivity()
-
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
         with _translated_errors():
             records, _, _ = self._driver.execute_query(
@@ -159,7 +155,7 @@ class Neo4jStore:
                 }
             )
             for chunk in staged.chunks:
-                embedding = [float(x) for x in next(vectors)]
+                embedding = list(next(vectors))
                 memory_rows.append(
                     {
                         "id": chunk.id,

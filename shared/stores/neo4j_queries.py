@@ -176,12 +176,6 @@ LIMIT $k
 RETURN {MEMORY_FIELDS}, score
 """
 
-COUNT_FILTERED = f"""
-MATCH (m:Memory)
-WHERE {MEMORY_FILTER}
-RETURN count(m) AS n
-"""
-
 FULLTEXT_CANDIDATES = f"""
 CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $text, {{limit: $k}}) YIELD node AS m, score
 WITH m, score WHERE {MEMORY_FILTER} AND m.embedding IS NOT NULL

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 import httpx
 from qdrant_client import QdrantClient
@@ -18,7 +17,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from shared.errors import ServiceUnavailable
 from shared.settings import Settings
-from shared.stores.base import StoredPoint, VectorPoint
+from shared.stores.base import VectorPoint
 
 KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tags", "content_hash")
 
@@ -119,23 +118,3 @@ class QdrantStore:
             self._client().delete(
                 self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True
             )
-
-    def retrieve(self, ids: Sequence[str], with_vectors: bool = False) -> list[StoredPoint]:
-        if not ids:
-            return []
-        with _translated_errors("retrieve"):
-            records = self._client().retrieve(
-                self.collection, ids=list(ids), with_payload=True, with_vectors=with_vectors
-            )
-        return [
-            StoredPoint(id=str(r.id), payload=dict(r.payload or {}), vector=_plain_vector(r.vector))
-            for r in records
-        ]
-
-    def count(self) -> int:
-        with _translated_errors("count"):
-            return self._client().count(self.collection, exact=True).count
-
-
-def _plain_vector(vector: Any) -> list[float] | None:
-    return [float(x) for x in vector] if isinstance(vector, list) else None
