@@ -19,6 +19,7 @@ from producers.files import read_documents
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import SearchFilters, SearchRequest
+from shared.services.refs import DocRef
 from shared.settings import get_settings
 
 
@@ -69,7 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--user", dest="user_id")
     status.set_defaults(run=_status)
 
-    reconcile = commands.add_parser("reconcile", help="re-sync what Qdrant is missing")
+    forget = commands.add_parser("forget", help="delete documents from both stores")
+    forget.add_argument("document_ids", nargs="+", metavar="DOCUMENT_ID")
+    forget.add_argument("--user", dest="user_id", required=True, help="the tenant")
+    forget.set_defaults(run=_forget)
+
+    reconcile = commands.add_parser("reconcile", help="re-sync what Qdrant is missing, find drift both ways")
     reconcile.add_argument("--dry-run", action="store_true", help="only report")
     reconcile.add_argument("--no-wait", action="store_true")
     reconcile.set_defaults(run=_reconcile)
@@ -106,7 +112,7 @@ def _ingest(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     keys = [document_key(d.user_id, d.document_id) for d in documents]
-    failed = _wait_for(client, keys, started, args.timeout)
+    failed = _wait_for(client, [(key, accepted.version) for key in keys], started, args.timeout)
     elapsed = time.monotonic() - started
     chunks = client.chunk_count(keys)
     print(
@@ -116,8 +122,9 @@ def _ingest(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _wait_for(client: EngramClient, keys: list[str], started: float, timeout: float) -> int:
-    """Shows progress until every document is done or failed; returns how many failed."""
+def _wait_for(client: EngramClient, keys: list[DocRef], started: float, timeout: float) -> int:
+    """Shows progress until every document is done or failed at the version this load gave it
+    (or a newer one); returns how many failed."""
     interactive = sys.stdout.isatty()
     last_line = ""
     while True:
@@ -184,6 +191,20 @@ def _status(args: argparse.Namespace) -> int:
         return 0 if status.state != "unknown" else 1
     _print_json(client.overview())
     return 0
+
+
+def _forget(args: argparse.Namespace) -> int:
+    client = EngramClient()
+    missing = 0
+    for document_id in args.document_ids:
+        result = client.delete_document(args.user_id, document_id)
+        missing += result.memories == 0
+        where = "both stores" if result.qdrant_confirmed else "Neo4j (Qdrant: left to the reconciler)"
+        print(
+            f"{document_id}: "
+            + (f"{result.memories} memories deleted from {where}" if result.memories else "not found")
+        )
+    return 1 if missing else 0
 
 
 def _reconcile(args: argparse.Namespace) -> int:

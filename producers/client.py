@@ -6,8 +6,9 @@ module enforce the same limits and speak to the queues the same way.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -19,18 +20,22 @@ from celery import Celery
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import (
+    DeleteResult,
     DocumentIn,
     DocumentStatus,
     IngestAccepted,
     SearchRequest,
     SearchResponse,
     VectorSyncCounts,
+    utc_now,
 )
 from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, translated_errors
+from shared.services.refs import DocRef
 from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
-from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK
+from shared.versions import VersionClock
+from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK, SYNC_TASK
 from workers.app import app as default_app
 
 
@@ -80,6 +85,7 @@ class EngramClient:
         self._app = app or default_app
         self._redis = connect(self.settings)
         self._progress = Progress(self._redis, self.settings.staging_ttl_s)
+        self._versions = VersionClock(self._redis)
         self._neo4j: Neo4jStore | None = None
 
     def close(self) -> None:
@@ -94,7 +100,8 @@ class EngramClient:
     # Ingestion.
 
     def ingest(self, documents: Sequence[DocumentIn], batch_documents: int | None = None) -> IngestAccepted:
-        """Checks every document first, so a bad one enqueues nothing, then enqueues in batches."""
+        """Checks every document first, so a bad one enqueues nothing, then enqueues in batches,
+        every document at one new version."""
         if not documents:
             raise InvalidInput("no documents given")
         self.ping()
@@ -105,23 +112,45 @@ class EngramClient:
             if key in seen:
                 raise InvalidInput(f"document {document.document_id!r} appears twice in one request")
             seen.add(key)
+        version = self._versions.next()
         size = batch_documents or self.settings.ingest_batch_documents
         task_ids: list[str] = []
+        sent = 0
         for batch in batches(documents, size, max(self.settings.max_document_bytes, 256_000)):
-            keys = [document_key(d.user_id, d.document_id) for d in batch]
-            self._progress.set(keys, "queued")
-            payload = [d.model_dump(mode="json", exclude_none=True) for d in batch]
-            with queue_errors():
-                task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
+            payload = [{**d.model_dump(mode="json", exclude_none=True), "version": version} for d in batch]
+            try:
+                with queue_errors():
+                    task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
+            except ServiceUnavailable as exc:
+                raise ServiceUnavailable(
+                    "redis", f"enqueued {sent} of {len(documents)} documents, then: {exc.detail}", START_HINT
+                ) from exc
+            sent += len(batch)
+            # After the send: progress never moves backwards, so a worker already past "queued" stays.
+            self._progress.set([(document_key(d.user_id, d.document_id), version) for d in batch], "queued")
         return IngestAccepted(
             accepted=len(documents),
+            version=version,
             document_ids=[d.document_id for d in documents],
             task_ids=task_ids,
         )
 
-    def states(self, keys: Iterable[str]) -> Counter[str]:
-        """How many of these documents are in each state: for progress over a bulk load."""
-        return Counter(self._progress.states(keys))
+    def states(self, documents: Sequence[DocRef]) -> Counter[str]:
+        """How many of these (key, version) are in each state: for progress over a bulk load. A
+        record of a newer version counts as done (this one is superseded), of an older one as queued."""
+        counts: Counter[str] = Counter()
+        for (_, version), record in zip(
+            documents, self._progress.records(k for k, _ in documents), strict=True
+        ):
+            if record is None:
+                counts["unknown"] += 1
+            elif record.version > version:
+                counts["done"] += 1
+            elif record.version < version:
+                counts["queued"] += 1
+            else:
+                counts[record.state] += 1
+        return counts
 
     def chunk_count(self, keys: Sequence[str]) -> int:
         """Chunks stored for these documents."""
@@ -133,21 +162,65 @@ class EngramClient:
         stored = self._store().document_status(key)
         status = DocumentStatus(document_id=document_id, user_id=user_id, state="unknown")
         if progress is not None:
-            status.state, status.error, status.updated_at = progress
+            status.state, status.error, status.updated_at = (
+                progress.state,
+                progress.error,
+                progress.updated_at,
+            )
+            status.version = progress.version
         if stored is not None:
-            if progress is None:
-                status.state, status.updated_at = "done", stored["ingested_at"]
+            stored_version = int(stored["version"] or 0)
+            if progress is None or (stored_version >= progress.version and progress.state != "failed"):
+                status.state, status.updated_at, status.version = (
+                    "done",
+                    stored["ingested_at"],
+                    stored_version,
+                )
             status.chunks = stored["chunks"]
             status.vector_sync = VectorSyncCounts(
                 pending=stored["pending"], synced=stored["synced"], failed=stored["failed"]
             )
         return status
 
+    def delete_document(self, user_id: str, document_id: str, timeout_s: float = 30.0) -> DeleteResult:
+        """Deletes a document's memories: from Neo4j (and so from search) at once, from Qdrant
+        through the write queue. A delete Qdrant has not confirmed stays recorded (tombstones)
+        until the reconciler finishes it."""
+        self.ping()
+        version = self._versions.next()
+        removed = self._store().delete_documents([document_key(user_id, document_id)], version)
+        result = DeleteResult(document_id=document_id, version=version, memories=len(removed))
+        if not removed:
+            return result
+        with queue_errors():
+            answer = self._app.send_task(SYNC_TASK, args=(removed,))
+            try:
+                outcome = answer.get(timeout=timeout_s, propagate=True)
+            except celery.exceptions.TimeoutError:
+                return result
+            finally:
+                answer.forget()
+        result.qdrant_confirmed = not outcome.get("error")
+        return result
+
     def overview(self) -> dict[str, Any]:
-        """Queue lengths and the vector_sync counts of the whole store."""
+        """Queue lengths, the vector_sync counts and sync health of the whole store, and the
+        reconciler's last pass."""
         with translated_errors():
             queues = {name: cast(int, self._redis.llen(name)) for name in QUEUES}
-        return {"queues": queues, "vector_sync": self._store().vector_sync_counts().model_dump()}
+        store = self._store()
+        health = store.sync_health(utc_now())
+        last = store.last_reconcile()
+        return {
+            "queues": queues,
+            "vector_sync": health.counts.model_dump(),
+            "sync_health": {
+                "tombstones": health.tombstones,
+                "oldest_pending": health.oldest_pending,
+                "retry_due": health.retry_due,
+                "last_reconcile": json.loads(last[0]) if last else None,
+            },
+        }
 
     # Search and reconciliation, through their queues.
 

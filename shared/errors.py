@@ -54,6 +54,14 @@ class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
 
+class VectorStoreRejected(PermanentError):
+    """Qdrant refused a request (a 4xx other than 408 or 429, a point it cannot take)."""
+
+
+class GraphStoreRejected(PermanentError):
+    """Neo4j refused a statement for what it holds (a value it cannot store, a constraint)."""
+
+
 class StagingMissing(PermanentError):
     """A batch's staged chunks or vectors are gone from Redis and the stores do not hold them."""
 
@@ -67,10 +75,12 @@ __all__ = [
     "DocumentTooLarge",
     "EmbeddingRejected",
     "EngramError",
+    "GraphStoreRejected",
     "InvalidInput",
     "PermanentError",
     "SearchTimeout",
     "ServiceUnavailable",
     "StagingMissing",
     "TransientError",
+    "VectorStoreRejected",
 ]

@@ -28,6 +28,8 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def default_document_id(text: str) -> str:
-    """A document posted without an id is named by its content, so posting it again is a no-op."""
-    return "sha256-" + content_hash(text)[:32]
+def default_document_id(text: str, *context: str | None) -> str:
+    """A document posted without an id is named by its content and context (session, project,
+    time said), so posting it again is a no-op but the same words said elsewhere are not."""
+    name = _SEPARATOR.join([text, *(part or "" for part in context)]) if any(context) else text
+    return "sha256-" + content_hash(name)[:32]

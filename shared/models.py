@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
@@ -62,7 +62,12 @@ class DocumentIn(BaseModel):
 
     @property
     def document_id(self) -> str:
-        return self.id or default_document_id(self.text)
+        """The caller's id, else one made from the text and where it was said (session, project,
+        time): the turn "ok" in two sessions is two memories, posting the same turn again is one."""
+        if self.id:
+            return self.id
+        said_at = self.created_at.isoformat() if self.created_at else None
+        return default_document_id(self.text, self.session_id, self.project_id, said_at)
 
 
 class ChunkRecord(BaseModel):
@@ -80,9 +85,66 @@ class StagedDocument(BaseModel):
 
     document: DocumentIn
     key: str
+    version: int = Field(description="Fixed when the producer accepted it; an older one never wins.")
     content_hash: str
     received_at: datetime
     chunks: list[ChunkRecord]
+
+
+class Memory(BaseModel):
+    """One chunk of a document as both stores hold it: the Neo4j node's fields (without the
+    vector and the sync state) and, the same fields, the Qdrant point's payload."""
+
+    id: str
+    document_key: str
+    document_id: str
+    user_id: str
+    chunk_index: int
+    content: str
+    key: str
+    content_hash: str
+    token_count: int
+    memory_type: str = "document"
+    project_id: str | None = None
+    session_id: str | None = None
+    title: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    importance: float = 0.5
+    confidence: float = 1.0
+    status: str = "active"
+    created_at: datetime
+    version: int
+    embedding_model: str
+    embedding_dim: int
+
+    def payload(self) -> dict[str, Any]:
+        """The Qdrant payload: JSON types, datetimes as ISO text."""
+        return self.model_dump(mode="json")
+
+
+class StoredVector(BaseModel):
+    """A Memory with its vector, as read back from Neo4j for a sync."""
+
+    memory: Memory
+    embedding: list[float]
+
+
+class Tombstone(BaseModel):
+    """A Memory deleted from Neo4j whose Qdrant point may still need deleting."""
+
+    id: str
+    version: int
+    embedding_model: str | None = None
+    embedding_dim: int | None = None
+
+
+class PointState(BaseModel):
+    """What the drift scan compares between the stores for one memory."""
+
+    id: str
+    version: int | None = None
+    content_hash: str | None = None
+    embedding_model: str | None = None
 
 
 VectorSync = Literal["pending", "synced", "failed"]
@@ -149,6 +211,7 @@ class DocumentStatus(BaseModel):
     document_id: str
     user_id: str
     state: DocumentState | Literal["unknown"]
+    version: int | None = Field(None, description="The ingestion this state is about.")
     error: str | None = None
     chunks: int = 0
     vector_sync: VectorSyncCounts = Field(default_factory=VectorSyncCounts)
@@ -157,5 +220,15 @@ class DocumentStatus(BaseModel):
 
 class IngestAccepted(BaseModel):
     accepted: int
+    version: int = Field(description="The version every document of this request is written at.")
     document_ids: list[str]
     task_ids: list[str]
+
+
+class DeleteResult(BaseModel):
+    document_id: str
+    version: int
+    memories: int = Field(description="Memories deleted; 0 when the document was not found.")
+    qdrant_confirmed: bool = Field(
+        False, description="Qdrant has dropped them too; else the reconciler finishes the delete."
+    )

@@ -1,12 +1,16 @@
-"""Where each document is in the pipeline, kept in Redis for the status endpoint.
+"""Where each document is in the pipeline, kept in Redis for the status endpoint and the CLI.
 
 Neo4j says what is stored; this says what is still on its way (queued, chunking, ...) or why it
-failed, which Neo4j cannot know.
+failed, which Neo4j cannot know. Every record carries the version of the ingestion it is about,
+and an update never moves a record backwards: an older version's news, or an earlier stage's
+news about the same version arriving late (a producer marking "queued" after the worker already
+started), is dropped. So the order in which producers and workers write does not matter.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import cast
 
@@ -17,36 +21,72 @@ from shared.redis_client import translated_errors
 
 _PREFIX = "engram:doc:"
 
+RANK: dict[str, int] = {"queued": 0, "chunking": 1, "embedding": 2, "writing": 3, "done": 4, "failed": 4}
+
+# KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl.
+_SET = """
+local n = #KEYS
+for i = 1, n do
+    local version = tonumber(ARGV[i])
+    local current = redis.call('HMGET', KEYS[i], 'version', 'rank')
+    local cv, cr = tonumber(current[1]), tonumber(current[2])
+    local rank = tonumber(ARGV[n + 2])
+    if cv == nil or version > cv or (version == cv and rank >= (cr or 0)) then
+        redis.call('HSET', KEYS[i], 'version', ARGV[i], 'state', ARGV[n + 1], 'rank', ARGV[n + 2],
+                   'error', ARGV[n + 3], 'updated_at', ARGV[n + 4])
+        redis.call('EXPIRE', KEYS[i], ARGV[n + 5])
+    end
+end
+return n
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRecord:
+    state: DocumentState
+    version: int
+    error: str | None
+    updated_at: datetime
+
 
 class Progress:
     def __init__(self, client: redis.Redis, ttl_s: int) -> None:
         self._redis = client
         self._ttl_s = ttl_s
+        self._set = client.register_script(_SET)
 
-    def set(self, keys: Iterable[str], state: DocumentState, error: str | None = None) -> None:
-        fields = {"state": state, "error": error or "", "updated_at": utc_now().isoformat()}
-        with translated_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for key in keys:
-                pipe.hset(_PREFIX + key, mapping=fields)
-                pipe.expire(_PREFIX + key, self._ttl_s)
-            pipe.execute()
+    def set(
+        self, documents: Iterable[tuple[str, int]], state: DocumentState, error: str | None = None
+    ) -> None:
+        """Records ``state`` for each (document key, version), unless it would move it backwards."""
+        pairs = list(documents)
+        for start in range(0, len(pairs), 500):
+            part = pairs[start : start + 500]
+            args = [str(version) for _, version in part]
+            args += [state, str(RANK[state]), error or "", utc_now().isoformat(), str(self._ttl_s)]
+            with translated_errors():
+                self._set(keys=[_PREFIX + key for key, _ in part], args=args)
 
-    def states(self, keys: Iterable[str]) -> list[str]:
-        """The state of each document, ``unknown`` where none is recorded."""
+    def records(self, keys: Iterable[str]) -> list[ProgressRecord | None]:
         key_list = list(keys)
         with translated_errors():
             pipe = self._redis.pipeline(transaction=False)
             for key in key_list:
-                pipe.hget(_PREFIX + key, "state")
-            raw = pipe.execute()
-        return [value.decode() if value else "unknown" for value in raw]
+                pipe.hgetall(_PREFIX + key)
+            raw = cast(list[dict[bytes, bytes]], pipe.execute())
+        return [_record(fields) for fields in raw]
 
-    def get(self, key: str) -> tuple[DocumentState, str | None, datetime] | None:
-        with translated_errors():
-            raw = cast(dict[bytes, bytes], self._redis.hgetall(_PREFIX + key))
-        if not raw:
-            return None
-        fields = {k.decode(): v.decode() for k, v in raw.items()}
-        state = cast(DocumentState, fields["state"])
-        return state, fields.get("error") or None, datetime.fromisoformat(fields["updated_at"])
+    def get(self, key: str) -> ProgressRecord | None:
+        return self.records([key])[0]
+
+
+def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
+    if not raw:
+        return None
+    fields = {k.decode(): v.decode() for k, v in raw.items()}
+    return ProgressRecord(
+        state=cast(DocumentState, fields["state"]),
+        version=int(fields.get("version") or 0),
+        error=fields.get("error") or None,
+        updated_at=datetime.fromisoformat(fields["updated_at"]),
+    )

@@ -86,14 +86,22 @@ class Settings(BaseSettings):
     max_batch_documents: int = Field(1000, ge=1, description="Most documents in one HTTP request.")
     max_request_bytes: int = Field(64_000_000, ge=1, description="Largest HTTP body accepted.")
 
-    # Tasks.
+    # Tasks. Time limits, visibility timeout and backoff are chosen together: a task never runs
+    # past the visibility timeout, a retry's countdown plus a run fits inside it (a countdown
+    # longer than it would have Redis hand the waiting retry to a second worker), and a SIGKILLed
+    # worker's unacknowledged task is back on its queue within the visibility timeout (plus the
+    # 10 s in which a live worker looks for such tasks).
     ingest_batch_documents: int = Field(128, ge=1, description="Documents per ingest task from the CLI.")
-    task_max_retries: int = Field(8, ge=0, description="Retries of a stage task on a transient error.")
-    task_retry_backoff_max_s: int = Field(300, ge=1, description="Longest wait between retries.")
-    task_soft_time_limit_s: int = Field(1500, ge=10, description="A task is asked to stop after this.")
-    task_time_limit_s: int = Field(1800, ge=10, description="A task is killed after this.")
+    task_retry_budget_s: int = Field(
+        6 * 3600, ge=0, description="How long a transient failure (a service down) keeps being retried."
+    )
+    task_retry_backoff_max_s: int = Field(30, ge=1, description="Longest wait between retries.")
+    task_soft_time_limit_s: int = Field(
+        45, ge=5, description="A task is asked to stop after this; long stages continue in a new task."
+    )
+    task_time_limit_s: int = Field(60, ge=10, description="A task is killed after this.")
     visibility_timeout_s: int = Field(
-        3600, ge=60, description="Redis redelivers an unacknowledged task after this; above the time limit."
+        100, ge=30, description="Redis redelivers an unacknowledged task after this (a killed worker's)."
     )
     worker_soft_shutdown_timeout_s: float = Field(
         10.0, ge=0, description="A stopping worker finishes or re-queues its task within this."
@@ -122,6 +130,9 @@ class Settings(BaseSettings):
     # Reconciler.
     reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")
     reconcile_batch_size: int = Field(256, ge=1, description="Memories re-synced per Qdrant call.")
+    reconcile_scan_page: int = Field(
+        1000, ge=10, description="Memories and points compared per page of the drift scan."
+    )
     reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
 
     # HTTP app.
@@ -137,10 +148,11 @@ class Settings(BaseSettings):
             )
         if self.chunk_overlap_tokens >= self.chunk_size_tokens:
             raise ConfigurationError("ENGRAM_CHUNK_OVERLAP_TOKENS must be below ENGRAM_CHUNK_SIZE_TOKENS")
-        if self.task_time_limit_s >= self.visibility_timeout_s:
+        if self.task_time_limit_s + self.task_retry_backoff_max_s >= self.visibility_timeout_s:
             raise ConfigurationError(
-                "ENGRAM_VISIBILITY_TIMEOUT_S must exceed ENGRAM_TASK_TIME_LIMIT_S, "
-                "or Redis redelivers tasks that are still running"
+                "ENGRAM_VISIBILITY_TIMEOUT_S must exceed ENGRAM_TASK_TIME_LIMIT_S plus "
+                "ENGRAM_TASK_RETRY_BACKOFF_MAX_S, or Redis redelivers tasks that are running or "
+                "waiting to retry"
             )
         if self.task_soft_time_limit_s >= self.task_time_limit_s:
             raise ConfigurationError("ENGRAM_TASK_SOFT_TIME_LIMIT_S must be below ENGRAM_TASK_TIME_LIMIT_S")

@@ -17,6 +17,7 @@ QUEUES = (INGEST, EMBED, WRITE, QUERY, RECONCILE)
 CHUNK_TASK = "engram.ingest.chunk_documents"
 EMBED_TASK = "engram.embed.embed_batch"
 WRITE_TASK = "engram.write.write_batch"
+SYNC_TASK = "engram.write.sync_memories"
 SEARCH_TASK = "engram.query.search"
 RECONCILE_TASK = "engram.reconcile.run"
 
@@ -40,6 +41,7 @@ def make_app() -> Celery:
             CHUNK_TASK: {"queue": INGEST},
             EMBED_TASK: {"queue": EMBED},
             WRITE_TASK: {"queue": WRITE},
+            SYNC_TASK: {"queue": WRITE},
             SEARCH_TASK: {"queue": QUERY},
             RECONCILE_TASK: {"queue": RECONCILE},
         },
@@ -57,7 +59,18 @@ def make_app() -> Celery:
         task_time_limit=settings.task_time_limit_s,
         worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,
         worker_enable_soft_shutdown_on_idle=True,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # A lost broker connection lets running tasks finish: their writes are idempotent, and a
+        # message whose ack is lost with the connection is redelivered after the visibility
+        # timeout. (Cancelling them would drop tasks whose messages Redis no longer holds.)
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        # Sending (a next stage, a retry, a producer's batch) rides out a Redis restart.
+        task_publish_retry=True,
+        task_publish_retry_policy={
+            "max_retries": 12,
+            "interval_start": 0.2,
+            "interval_step": 0.5,
+            "interval_max": 3.0,
+        },
         broker_connection_retry_on_startup=True,
         result_expires=3600,
         worker_hijack_root_logger=False,

@@ -1,28 +1,29 @@
-"""Stage 2, queue ``embed``: embed a staged batch's chunks in model-sized batches."""
+"""Stage 2, queue ``embed``: embed a staged batch's chunks; a long batch continues in a new task."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from celery import Task
-
-from shared.errors import StagingMissing
-from workers import runtime
+from shared.services.refs import refs
 from workers.app import EMBED_TASK, WRITE_TASK, app
-from workers.failures import recording_failure, retry_policy
+from workers.stage import StageTask, container, retrying
 
 
-@app.task(name=EMBED_TASK, **retry_policy())
-def embed_batch(self: Task, batch_id: str) -> dict[str, Any]:
-    documents = runtime.staging().documents(batch_id)
-    if documents is None:
-        raise StagingMissing(f"batch {batch_id} has no staged documents to embed")
-    keys = [doc.key for doc in documents]
-    with recording_failure(self, keys):
-        texts = [chunk.content for doc in documents for chunk in doc.chunks]
-        embedder = runtime.embedder()
-        vectors = embedder.embed(texts)
-        runtime.staging().put_vectors(batch_id, embedder.model_name, vectors)
-        runtime.progress().set(keys, "writing")
-        app.send_task(WRITE_TASK, args=(batch_id,))
-    return {"batch_id": batch_id, "chunks": len(texts)}
+@app.task(name=EMBED_TASK, base=StageTask, bind=True)
+def embed_batch(
+    self: StageTask, batch_id: str, documents: list[list[Any]], failing_since: float | None = None
+) -> dict[str, Any]:
+    # Embed for half the soft time limit, then hand the rest to a new task: every task stays
+    # short, so a killed worker's task is redelivered soon and retried cheaply.
+    deadline = time.monotonic() + container().settings.task_soft_time_limit_s / 2
+    with retrying(self):
+        result = container().embed_stage.run(batch_id, deadline)
+        next_task = WRITE_TASK if result.complete else EMBED_TASK
+        app.send_task(next_task, args=(batch_id,), kwargs={"documents": refs(documents)})
+    return {
+        "batch_id": batch_id,
+        "chunks": result.chunks,
+        "embedded": result.embedded_now,
+        "complete": result.complete,
+    }

@@ -1,51 +1,45 @@
-"""Stage 3, queue ``write``: Neo4j first, then Qdrant, with ``vector_sync`` on every Memory.
+"""Stage 3, queue ``write``: Neo4j first, at each document's version, then Qdrant synced from it.
 
-Neo4j failing means the batch is retried whole (every write is a MERGE on stable ids); Qdrant
-failing means the Memories are recorded ``failed`` and the reconciler finishes them later.
+Also on this queue: syncing given Memory ids (a delete's removed Memories), because in embedded
+mode only the process that owns the Qdrant folder may write to it.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from celery import Task
 
-from shared.errors import StagingMissing
-from shared.vector_sync import finish_deletes, push_memories
-from workers import runtime
-from workers.app import WRITE_TASK, app
-from workers.failures import recording_failure, retry_policy
-
-log = logging.getLogger(__name__)
+from workers.app import SYNC_TASK, WRITE_TASK, app
+from workers.stage import StageTask, container, retrying
 
 
-@app.task(name=WRITE_TASK, **retry_policy())
-def write_batch(self: Task, batch_id: str) -> dict[str, Any]:
-    staging = runtime.staging()
-    documents = staging.documents(batch_id)
-    staged_vectors = staging.vectors(batch_id)
-    if documents is None or staged_vectors is None:
-        if staging.is_finished(batch_id):
-            log.info("batch %s was already written; redelivery ignored", batch_id)
-            return {"batch_id": batch_id, "already_written": True}
-        raise StagingMissing(f"batch {batch_id} has no staged documents or vectors to write")
-    model, vectors = staged_vectors
-    keys = [doc.key for doc in documents]
-    with recording_failure(self, keys):
-        dimension = int(vectors.shape[1])
-        neo4j = runtime.neo4j_with_schema(model, dimension)
-        written = neo4j.write_documents(documents, vectors.tolist(), model)
-        qdrant = runtime.qdrant(model, dimension)
-        pushed = push_memories(neo4j, qdrant, written.memories)
-        deleted = finish_deletes(neo4j, qdrant, written.removed_ids)
-        runtime.progress().set(keys, "done")
-        staging.finish(batch_id)
+@app.task(name=WRITE_TASK, base=StageTask, bind=True)
+def write_batch(
+    self: StageTask, batch_id: str, documents: list[list[Any]], failing_since: float | None = None
+) -> dict[str, Any]:
+    with retrying(self):
+        report = container().write_stage.run(batch_id)
     return {
         "batch_id": batch_id,
-        "memories": len(written.memories),
-        "synced": pushed.synced,
-        "failed": pushed.failed,
-        "removed": len(written.removed_ids),
-        "deleted_from_qdrant": deleted.deleted,
+        "already_written": report.already_written,
+        "written": report.written,
+        "stale": report.stale,
+        "failed": report.failed,
+        "memories": report.memories,
+        "removed": report.removed,
+        "synced": report.sync.synced,
+        "sync_failed": report.sync.failed,
+    }
+
+
+@app.task(name=SYNC_TASK, bind=True)
+def sync_memories(self: Task, ids: list[str]) -> dict[str, Any]:
+    """Brings these Memories' points level with Neo4j; what fails stays recorded for the reconciler."""
+    outcome = container().syncer.sync(ids)
+    return {
+        "synced": outcome.synced,
+        "deleted": outcome.deleted,
+        "failed": outcome.failed,
+        "error": outcome.error,
     }

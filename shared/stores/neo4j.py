@@ -7,9 +7,8 @@ all in or not at all. Driver errors leave this module as ``shared.errors`` types
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
 from typing import Any, LiteralString
@@ -18,19 +17,21 @@ import neo4j
 from neo4j import GraphDatabase, ManagedTransaction
 from neo4j import exceptions as neo4j_errors
 
-from shared.errors import ConfigurationError, ServiceUnavailable, TransientError
-from shared.models import StagedDocument, VectorSyncCounts, utc_now
+from shared.errors import ConfigurationError, GraphStoreRejected, ServiceUnavailable, TransientError
+from shared.models import (
+    Memory,
+    StagedDocument,
+    StoredVector,
+    Tombstone,
+    VectorSyncCounts,
+    utc_now,
+)
 from shared.settings import Settings
 from shared.stores import neo4j_queries as q
+from shared.stores.base import DocumentWrite, MemoryState, SyncHealth, SyncRows, WriteOutcome
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 Row = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class WriteResult:
-    memories: list[Row]
-    removed_ids: list[str]
 
 
 def _native(value: Any) -> Any:
@@ -57,12 +58,19 @@ def _translated_errors() -> Iterator[None]:
         raise ServiceUnavailable("neo4j", " ".join(str(exc).split()), START_HINT) from exc
     except neo4j_errors.TransientError as exc:
         raise TransientError(f"Neo4j transient error: {exc.message}") from exc
+    except neo4j_errors.ClientError as exc:
+        raise GraphStoreRejected(f"Neo4j refused the statement: {exc.code}: {exc.message}") from exc
+    except neo4j_errors.DatabaseError as exc:
+        raise TransientError(f"Neo4j database error: {exc.code}: {exc.message}") from exc
 
 
 class Neo4jStore:
     def __init__(self, settings: Settings, driver: neo4j.Driver | None = None) -> None:
         self._settings = settings
         self._database = settings.neo4j_database
+        self._schema_ready: set[tuple[str, int]] = set()
+        self._retry_base_s = 5
+        self._retry_cap_s = settings.reconcile_interval_s * 4
         self._driver = driver or GraphDatabase.driver(
             settings.neo4j_uri,
             auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value()),
@@ -119,26 +127,29 @@ class Neo4jStore:
         rows = self._read(q.STORED_MODEL)
         return (rows[0]["model"], int(rows[0]["dimension"])) if rows else None
 
+    def ensure_schema(self, model: str, dimension: int) -> None:
+        """The schema for this model, made once per store object."""
+        if (model, dimension) not in self._schema_ready:
+            self.bootstrap(model, dimension)
+            self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
+            self._schema_ready.add((model, dimension))
+
     # Ingestion.
 
-    def write_documents(
-        self, documents: Sequence[StagedDocument], embeddings: Sequence[Sequence[float]], model: str
-    ) -> WriteResult:
-        """Upserts documents and their chunks (``pending``), links them, removes stale chunks.
-
-        Returns the Memories written, as Qdrant's payload wants them, and the ids of the chunks
-        removed, whose Qdrant points must go too.
-        """
+    def write_documents(self, writes: Sequence[DocumentWrite]) -> WriteOutcome:
+        """Upserts documents and their chunks (``pending``), links them, removes stale chunks:
+        one transaction, guarded by each document's version."""
         now = utc_now()
         document_rows: list[Row] = []
         memory_rows: list[Row] = []
-        pairs: list[list[str]] = []
-        vectors = iter(embeddings)
-        for staged in documents:
+        pairs: dict[str, list[list[str]]] = {}
+        for write in writes:
+            staged = write.staged
             doc = staged.document
             document_rows.append(
                 {
                     "key": staged.key,
+                    "version": staged.version,
                     "external_id": doc.document_id,
                     "user_id": doc.user_id,
                     "project_id": doc.project_id,
@@ -151,72 +162,127 @@ class Neo4jStore:
                     "chunk_count": len(staged.chunks),
                     "created_at": doc.created_at or staged.received_at,
                     "given_created_at": doc.created_at,
-                    "ingested_at": now,
                 }
             )
-            for chunk in staged.chunks:
-                embedding = list(next(vectors))
+            for chunk, vector in zip(staged.chunks, write.vectors, strict=True):
+                embedding = [float(x) for x in vector]
+                memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
+                properties = memory.model_dump(exclude={"created_at"})
                 memory_rows.append(
                     {
                         "id": chunk.id,
                         "document_key": staged.key,
-                        "created_at": doc.created_at or staged.received_at,
+                        "version": staged.version,
+                        "created_at": memory.created_at,
                         "given_created_at": doc.created_at,
-                        "updated_at": now,
                         "embedding": embedding,
-                        "properties": memory_properties(staged, chunk.chunk_index, model, len(embedding)),
+                        "properties": properties,
                     }
                 )
             ids = [chunk.id for chunk in staged.chunks]
-            pairs.extend([a, b] for a, b in pairwise(ids))
+            pairs[staged.key] = [[a, b] for a, b in pairwise(ids)]
 
-        def work(tx: ManagedTransaction) -> tuple[dict[str, Row], list[str]]:
-            tx.run(q.UPSERT_DOCUMENTS, documents=document_rows).consume()
-            stamps = {r["id"]: _native_row(r.data()) for r in tx.run(q.UPSERT_MEMORIES, memories=memory_rows)}
-            tx.run(q.LINK_NEXT, pairs=pairs).consume()
-            removed = [
-                record["id"] for record in tx.run(q.REMOVE_STALE_CHUNKS, documents=document_rows, now=now)
+        def work(tx: ManagedTransaction) -> WriteOutcome:
+            accepted = [r["key"] for r in tx.run(q.UPSERT_DOCUMENTS, documents=document_rows, now=now)]
+            if not accepted:
+                return WriteOutcome(stale=[row["key"] for row in document_rows])
+            written = [
+                r["id"] for r in tx.run(q.UPSERT_MEMORIES, memories=memory_rows, accepted=accepted, now=now)
             ]
-            return stamps, removed
+            links = [pair for key in accepted for pair in pairs[key]]
+            tx.run(q.LINK_NEXT, pairs=links).consume()
+            accepted_set = set(accepted)
+            kept = [row for row in document_rows if row["key"] in accepted_set]
+            removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
+            return WriteOutcome(
+                written=accepted,
+                stale=[row["key"] for row in document_rows if row["key"] not in accepted_set],
+                memory_ids=written,
+                removed_ids=removed,
+            )
 
         with _translated_errors(), self._driver.session(database=self._database) as session:
-            stamps, removed = session.execute_write(work)
-        written = [
-            {**row["properties"], "embedding": row["embedding"], **stamps[row["id"]]} for row in memory_rows
-        ]
-        return WriteResult(memories=written, removed_ids=removed)
+            return session.execute_write(work)
 
-    def mark_synced(self, rows: Sequence[Row]) -> int:
-        """Rows of ``id``, ``content_hash``, ``embedding_model``: only a Memory still holding that
-        content is marked, so a re-ingestion racing with this sync stays ``pending``."""
-        if not rows:
+    def delete_documents(self, keys: Sequence[str], version: int) -> list[str]:
+        """Deletes documents not newer than ``version``; returns the Memory ids removed."""
+        rows = self._write(q.DELETE_DOCUMENTS, keys=list(keys), version=version, now=utc_now())
+        return [memory_id for row in rows for memory_id in row["removed"]]
+
+    # Sync.
+
+    def sync_rows(self, ids: Sequence[str]) -> SyncRows:
+        live: list[StoredVector] = []
+        tombstones: list[Tombstone] = []
+        for row in self._read(q.SYNC_ROWS, ids=list(ids)):
+            memory = row["memory"]
+            if memory is not None and memory.get("embedding") is not None:
+                embedding = memory.pop("embedding")
+                live.append(StoredVector(memory=Memory.model_validate(memory), embedding=embedding))
+            elif row["tombstone"] is not None:
+                tombstones.append(Tombstone.model_validate(row["tombstone"]))
+        return SyncRows(live=live, tombstones=tombstones)
+
+    def mark_synced(self, versions: Mapping[str, int]) -> list[str]:
+        if not versions:
+            return []
+        rows = self._write(q.MARK_SYNCED, rows=_version_rows(versions), now=utc_now())
+        return [row["id"] for row in rows]
+
+    def mark_failed(self, versions: Mapping[str, int], error: str, now: datetime) -> int:
+        if not versions:
             return 0
-        result = self._write(q.MARK_SYNCED, rows=list(rows), now=utc_now())
-        return int(result[0]["marked"])
+        params = {
+            "rows": _version_rows(versions),
+            "error": error[:2000],
+            "now": now,
+            "base_s": self._retry_base_s,
+            "cap_s": self._retry_cap_s,
+        }
+        marked = self._write(q.MARK_FAILED, **params)[0]["marked"]
+        marked += self._write(q.MARK_TOMBSTONES_FAILED, **params)[0]["marked"]
+        return int(marked)
 
-    def mark_failed(self, ids: Sequence[str], error: str) -> int:
-        if not ids:
-            return 0
-        result = self._write(q.MARK_FAILED, ids=list(ids), error=error[:2000])
-        return int(result[0]["marked"])
-
-    def forget_tombstones(self, ids: Sequence[str]) -> None:
-        if ids:
-            self._write(q.FORGET_TOMBSTONES, ids=list(ids))
+    def forget_tombstones(self, versions: Mapping[str, int]) -> None:
+        if versions:
+            self._write(q.FORGET_TOMBSTONES, rows=_version_rows(versions))
 
     # Reconciliation and status.
 
-    def memories_to_resync(self, cutoff: datetime, limit: int) -> list[Row]:
-        return [row["memory"] for row in self._read(q.MEMORIES_TO_RESYNC, cutoff=cutoff, limit=limit)]
+    def sync_backlog(self, pending_before: datetime, now: datetime, limit: int) -> list[str]:
+        rows = self._read(q.SYNC_BACKLOG, pending_before=pending_before, now=now, limit=limit)
+        return [row["id"] for row in rows]
 
-    def resync_backlog(self, cutoff: datetime) -> tuple[int, int]:
-        """How many Memories wait for a re-sync, and how many deletes wait for Qdrant."""
-        memories = self._read(q.RESYNC_BACKLOG, cutoff=cutoff)[0]["memories"]
-        tombstones = self._read(q.TOMBSTONE_COUNT)[0]["tombstones"]
-        return int(memories), int(tombstones)
+    def backlog_size(self, pending_before: datetime, now: datetime) -> int:
+        return int(self._read(q.BACKLOG_SIZE, pending_before=pending_before, now=now)[0]["n"] or 0)
 
-    def tombstones(self, limit: int) -> list[str]:
-        return [row["id"] for row in self._read(q.TOMBSTONES, limit=limit)]
+    def memory_states(self, after_id: str | None, limit: int) -> list[MemoryState]:
+        return [MemoryState(**row) for row in self._read(q.MEMORY_STATES, after=after_id, limit=limit)]
+
+    def live_versions(self, ids: Sequence[str]) -> dict[str, int]:
+        return {row["id"]: int(row["version"]) for row in self._read(q.LIVE_VERSIONS, ids=list(ids))}
+
+    def tombstoned(self, ids: Sequence[str]) -> set[str]:
+        return {row["id"] for row in self._read(q.TOMBSTONED, ids=list(ids))}
+
+    def models(self) -> list[tuple[str, int]]:
+        return sorted({(row["model"], int(row["dimension"])) for row in self._read(q.MODELS) if row["model"]})
+
+    def sync_health(self, now: datetime) -> SyncHealth:
+        row = self._read(q.SYNC_HEALTH, now=now)[0]
+        return SyncHealth(
+            counts=self.vector_sync_counts(),
+            tombstones=int(row["tombstones"]),
+            oldest_pending=row["oldest_pending"],
+            retry_due=int(row["retry_due"]),
+        )
+
+    def record_reconcile(self, report: str, at: datetime) -> None:
+        self._write(q.RECORD_RECONCILE, report=report, at=at)
+
+    def last_reconcile(self) -> tuple[str, datetime] | None:
+        rows = self._read(q.LAST_RECONCILE)
+        return (rows[0]["report"], rows[0]["finished_at"]) if rows else None
 
     def vector_sync_counts(self) -> VectorSyncCounts:
         counts = {row["state"]: row["n"] for row in self._read(q.VECTOR_SYNC_COUNTS) if row["state"]}
@@ -246,27 +312,33 @@ class Neo4jStore:
         return self._read(q.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)
 
 
-def memory_properties(staged: StagedDocument, chunk_index: int, model: str, dimension: int) -> Row:
-    """A Memory's fields but the vector and timestamps: stored in Neo4j and as the Qdrant payload."""
+def _version_rows(versions: Mapping[str, int]) -> list[Row]:
+    return [{"id": memory_id, "version": version} for memory_id, version in versions.items()]
+
+
+def memory_of(staged: StagedDocument, chunk_index: int, model: str, dimension: int) -> Memory:
+    """A chunk as the Memory both stores hold."""
     doc = staged.document
     chunk = staged.chunks[chunk_index]
-    return {
-        "id": chunk.id,
-        "document_id": doc.document_id,
-        "chunk_index": chunk.chunk_index,
-        "content": chunk.content,
-        "key": chunk.content[:200],
-        "content_hash": chunk.content_hash,
-        "token_count": chunk.token_count,
-        "memory_type": doc.memory_type,
-        "user_id": doc.user_id,
-        "project_id": doc.project_id,
-        "session_id": doc.session_id,
-        "title": doc.title,
-        "tags": list(doc.tags),
-        "importance": doc.importance,
-        "confidence": doc.confidence,
-        "status": "active",
-        "embedding_model": model,
-        "embedding_dim": dimension,
-    }
+    return Memory(
+        id=chunk.id,
+        document_key=staged.key,
+        document_id=doc.document_id,
+        user_id=doc.user_id,
+        chunk_index=chunk.chunk_index,
+        content=chunk.content,
+        key=chunk.content[:200],
+        content_hash=chunk.content_hash,
+        token_count=chunk.token_count,
+        memory_type=doc.memory_type,
+        project_id=doc.project_id,
+        session_id=doc.session_id,
+        title=doc.title,
+        tags=list(doc.tags),
+        importance=doc.importance,
+        confidence=doc.confidence,
+        created_at=doc.created_at or staged.received_at,
+        version=staged.version,
+        embedding_model=model,
+        embedding_dim=dimension,
+    )

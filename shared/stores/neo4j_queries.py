@@ -14,6 +14,7 @@ SCHEMA_STATEMENTS = (
     "CREATE CONSTRAINT document_id IF NOT EXISTS FOR (d:Document) REQUIRE d.id IS UNIQUE",
     "CREATE CONSTRAINT deleted_memory_id IF NOT EXISTS FOR (t:DeletedMemory) REQUIRE t.id IS UNIQUE",
     "CREATE CONSTRAINT engram_schema_id IF NOT EXISTS FOR (s:EngramSchema) REQUIRE s.id IS UNIQUE",
+    "CREATE CONSTRAINT deleted_document_id IF NOT EXISTS FOR (g:DeletedDocument) REQUIRE g.id IS UNIQUE",
     "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id)",
     "CREATE INDEX memory_project_id IF NOT EXISTS FOR (m:Memory) ON (m.project_id)",
     "CREATE INDEX memory_session_id IF NOT EXISTS FOR (m:Memory) ON (m.session_id)",
@@ -22,6 +23,8 @@ SCHEMA_STATEMENTS = (
     "CREATE INDEX memory_created_at IF NOT EXISTS FOR (m:Memory) ON (m.created_at)",
     "CREATE INDEX memory_vector_sync IF NOT EXISTS FOR (m:Memory) ON (m.vector_sync)",
     "CREATE INDEX memory_content_hash IF NOT EXISTS FOR (m:Memory) ON (m.content_hash)",
+    "CREATE INDEX memory_updated_at IF NOT EXISTS FOR (m:Memory) ON (m.updated_at)",
+    "CREATE INDEX deleted_memory_deleted_at IF NOT EXISTS FOR (t:DeletedMemory) ON (t.deleted_at)",
     "CREATE INDEX document_user_id IF NOT EXISTS FOR (d:Document) ON (d.user_id)",
     f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content]",
 )
@@ -46,31 +49,43 @@ ON CREATE SET s.embedding_model = $model, s.embedding_dim = $dimension, s.create
 RETURN s.embedding_model AS model, s.embedding_dim AS dimension
 """
 
+# Writes are guarded by the version the producer fixed. Each guarded statement first takes the
+# node's write lock (a harmless SET) and only then reads its version, so two writers of one
+# document serialise and the older one always sees the newer one's commit.
+
+# The documents of a batch that are not older than what the store holds (nor than a delete).
 UPSERT_DOCUMENTS = """
 UNWIND $documents AS d
+OPTIONAL MATCH (gone:DeletedDocument {id: d.key})
+WITH d, gone WHERE gone IS NULL OR gone.version < d.version
 MERGE (doc:Document {id: d.key})
 ON CREATE SET doc.created_at = d.created_at
-SET doc.created_at = coalesce(d.given_created_at, doc.created_at),
-    doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
+SET doc.last_write_at = $now
+WITH d, doc, gone WHERE coalesce(doc.version, 0) <= d.version
+SET doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
     doc.session_id = d.session_id, doc.source = d.source, doc.title = d.title, doc.uri = d.uri,
     doc.content_hash = d.content_hash, doc.metadata = d.metadata, doc.chunk_count = d.chunk_count,
-    doc.ingested_at = d.ingested_at
+    doc.created_at = coalesce(d.given_created_at, doc.created_at), doc.ingested_at = $now,
+    doc.version = d.version
+FOREACH (tombstone IN CASE WHEN gone IS NULL THEN [] ELSE [gone] END | DELETE tombstone)
+RETURN d.key AS key
 """
 
 UPSERT_MEMORIES = """
 UNWIND $memories AS row
 MATCH (doc:Document {id: row.document_key})
+WHERE doc.version = row.version AND doc.id IN $accepted
 MERGE (m:Memory {id: row.id})
 ON CREATE SET m.created_at = row.created_at
 SET m.created_at = coalesce(row.given_created_at, m.created_at),
-    m += row.properties, m.embedding = row.embedding, m.updated_at = row.updated_at,
+    m += row.properties, m.embedding = row.embedding, m.updated_at = $now,
     m.vector_sync = 'pending', m.vector_sync_error = null, m.vector_sync_attempts = 0,
-    m.vector_synced_at = null
+    m.vector_sync_retry_at = null, m.vector_synced_at = null
 MERGE (doc)-[:HAS_CHUNK]->(m)
 WITH m
 OPTIONAL MATCH (t:DeletedMemory {id: m.id})
 DELETE t
-RETURN m.id AS id, m.created_at AS created_at, m.updated_at AS updated_at
+RETURN m.id AS id
 """
 
 LINK_NEXT = """
@@ -79,54 +94,180 @@ MATCH (a:Memory {id: pair[0]}), (b:Memory {id: pair[1]})
 MERGE (a)-[:NEXT]->(b)
 """
 
-# Chunks past a document's new length are gone; the tombstone lets Qdrant's copy be deleted too.
+# Chunks a document no longer has are older than its new version; their tombstones carry the
+# version that removed them, so Qdrant's copy goes too but a newer point never does.
 REMOVE_STALE_CHUNKS = """
 UNWIND $documents AS d
 MATCH (:Document {id: d.key})-[:HAS_CHUNK]->(old:Memory)
-WHERE old.chunk_index >= d.chunk_count
+WHERE coalesce(old.version, 0) < d.version
 MERGE (t:DeletedMemory {id: old.id})
-SET t.user_id = old.user_id, t.embedding_model = old.embedding_model, t.deleted_at = $now
+SET t.user_id = old.user_id, t.embedding_model = old.embedding_model,
+    t.embedding_dim = old.embedding_dim, t.deleted_at = $now, t.version = d.version,
+    t.retry_at = null, t.attempts = 0
 WITH old, old.id AS id
 DETACH DELETE old
 RETURN id
 """
 
+# A delete is a write like any other: it wins over older versions and loses to newer ones, and
+# leaves a DeletedDocument behind so an older write arriving later cannot bring it back.
+DELETE_DOCUMENTS = """
+UNWIND $keys AS key
+MATCH (doc:Document {id: key})
+SET doc.last_write_at = $now
+WITH doc WHERE coalesce(doc.version, 0) <= $version
+MERGE (gone:DeletedDocument {id: doc.id})
+SET gone.version = $version, gone.user_id = doc.user_id, gone.deleted_at = $now
+WITH doc
+OPTIONAL MATCH (doc)-[:HAS_CHUNK]->(m:Memory)
+WITH doc, collect(m) AS memories
+CALL {
+    WITH memories
+    UNWIND memories AS old
+    MERGE (t:DeletedMemory {id: old.id})
+    SET t.user_id = old.user_id, t.embedding_model = old.embedding_model,
+        t.embedding_dim = old.embedding_dim, t.deleted_at = $now, t.version = $version,
+        t.retry_at = null, t.attempts = 0
+    WITH old, old.id AS id
+    DETACH DELETE old
+    RETURN collect(id) AS removed
+}
+DETACH DELETE doc
+RETURN removed
+"""
+
+# What Neo4j holds now for each id: the sync reads this back rather than trusting a task's copy.
+SYNC_ROWS = """
+UNWIND $ids AS id
+OPTIONAL MATCH (m:Memory {id: id})
+OPTIONAL MATCH (t:DeletedMemory {id: id})
+RETURN id, m {.*, version: coalesce(m.version, 0)} AS memory,
+       t {.id, .embedding_model, .embedding_dim, version: coalesce(t.version, 0)} AS tombstone
+"""
+
 MARK_SYNCED = """
 UNWIND $rows AS row
 MATCH (m:Memory {id: row.id})
-WHERE m.content_hash = row.content_hash AND m.embedding_model = row.embedding_model
-SET m.vector_sync = 'synced', m.vector_synced_at = $now, m.vector_sync_error = null
+SET m.vector_sync_checked_at = $now
+WITH m, row WHERE coalesce(m.version, 0) = row.version
+SET m.vector_sync = 'synced', m.vector_synced_at = $now, m.vector_sync_error = null,
+    m.vector_sync_retry_at = null
+RETURN m.id AS id
+"""
+
+# The next try waits base * 2^attempts seconds, at most cap: a row that keeps failing moves to
+# the back of the backlog instead of blocking its head.
+MARK_FAILED = """
+UNWIND $rows AS row
+MATCH (m:Memory {id: row.id})
+SET m.vector_sync_checked_at = $now
+WITH m, row WHERE coalesce(m.version, 0) = row.version
+WITH m, coalesce(m.vector_sync_attempts, 0) + 1 AS attempts
+SET m.vector_sync = 'failed', m.vector_sync_error = $error, m.vector_sync_attempts = attempts,
+    m.vector_sync_retry_at = $now + duration({seconds: CASE
+        WHEN $base_s * 2.0 ^ attempts > $cap_s THEN $cap_s ELSE toInteger($base_s * 2.0 ^ attempts) END})
 RETURN count(m) AS marked
 """
 
-MARK_FAILED = """
-UNWIND $ids AS id
-MATCH (m:Memory {id: id})
-WHERE m.vector_sync <> 'synced'
-SET m.vector_sync = 'failed', m.vector_sync_error = $error,
-    m.vector_sync_attempts = coalesce(m.vector_sync_attempts, 0) + 1
-RETURN count(m) AS marked
+MARK_TOMBSTONES_FAILED = """
+UNWIND $rows AS row
+MATCH (t:DeletedMemory {id: row.id})
+WHERE coalesce(t.version, 0) = row.version
+WITH t, coalesce(t.attempts, 0) + 1 AS attempts
+SET t.attempts = attempts, t.error = $error,
+    t.retry_at = $now + duration({seconds: CASE
+        WHEN $base_s * 2.0 ^ attempts > $cap_s THEN $cap_s ELSE toInteger($base_s * 2.0 ^ attempts) END})
+RETURN count(t) AS marked
 """
 
 FORGET_TOMBSTONES = """
-UNWIND $ids AS id
-MATCH (t:DeletedMemory {id: id})
+UNWIND $rows AS row
+MATCH (t:DeletedMemory {id: row.id})
+WHERE coalesce(t.version, 0) = row.version
 DELETE t
 """
 
-MEMORIES_TO_RESYNC = """
-MATCH (m:Memory)
-WHERE (m.vector_sync = 'pending' AND m.updated_at < $cutoff) OR m.vector_sync = 'failed'
-RETURN m {.*} AS memory
-ORDER BY m.updated_at
-LIMIT $limit
+SYNC_BACKLOG = """
+CALL {
+    MATCH (m:Memory) WHERE m.vector_sync = 'pending' AND m.updated_at < $pending_before
+    RETURN m.id AS id, m.updated_at AS due
+    UNION ALL
+    MATCH (m:Memory) WHERE m.vector_sync = 'failed'
+      AND coalesce(m.vector_sync_retry_at, m.updated_at) <= $now
+    RETURN m.id AS id, coalesce(m.vector_sync_retry_at, m.updated_at) AS due
+    UNION ALL
+    MATCH (t:DeletedMemory)
+    WHERE t.deleted_at < $pending_before AND coalesce(t.retry_at, t.deleted_at) <= $now
+    RETURN t.id AS id, coalesce(t.retry_at, t.deleted_at) AS due
+}
+RETURN id ORDER BY due, id LIMIT $limit
 """
 
-TOMBSTONES = """
-MATCH (t:DeletedMemory)
-RETURN t.id AS id
-ORDER BY t.deleted_at
-LIMIT $limit
+BACKLOG_SIZE = """
+CALL {
+    MATCH (m:Memory) WHERE m.vector_sync = 'pending' AND m.updated_at < $pending_before
+    RETURN count(m) AS n
+    UNION ALL
+    MATCH (m:Memory) WHERE m.vector_sync = 'failed'
+      AND coalesce(m.vector_sync_retry_at, m.updated_at) <= $now
+    RETURN count(m) AS n
+    UNION ALL
+    MATCH (t:DeletedMemory)
+    WHERE t.deleted_at < $pending_before AND coalesce(t.retry_at, t.deleted_at) <= $now
+    RETURN count(t) AS n
+}
+RETURN sum(n) AS n
+"""
+
+MEMORY_STATES = """
+MATCH (m:Memory) WHERE $after IS NULL OR m.id > $after
+WITH m ORDER BY m.id LIMIT $limit
+RETURN m.id AS id, m.version AS version, m.content_hash AS content_hash,
+       m.embedding_model AS embedding_model, m.embedding_dim AS embedding_dim,
+       m.vector_sync AS vector_sync, m.updated_at AS updated_at
+"""
+
+LIVE_VERSIONS = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id})
+RETURN id, coalesce(m.version, 0) AS version
+"""
+
+TOMBSTONED = """
+UNWIND $ids AS id
+MATCH (t:DeletedMemory {id: id})
+RETURN id
+"""
+
+REGISTER_MODEL = """
+MERGE (e:EmbeddingModel {name: $model, dimension: $dimension})
+ON CREATE SET e.created_at = datetime()
+"""
+
+MODELS = """
+MATCH (e:EmbeddingModel) RETURN e.name AS model, e.dimension AS dimension
+UNION
+MATCH (s:EngramSchema {id: 'embedding'}) RETURN s.embedding_model AS model, s.embedding_dim AS dimension
+"""
+
+SYNC_HEALTH = """
+CALL { MATCH (t:DeletedMemory) RETURN count(t) AS tombstones }
+CALL { MATCH (m:Memory) WHERE m.vector_sync = 'pending' RETURN min(m.updated_at) AS oldest_pending }
+CALL {
+    MATCH (m:Memory) WHERE m.vector_sync = 'failed' AND coalesce(m.vector_sync_retry_at, m.updated_at) <= $now
+    RETURN count(m) AS retry_due
+}
+RETURN tombstones, oldest_pending, retry_due
+"""
+
+RECORD_RECONCILE = """
+MERGE (s:EngramSchema {id: 'reconcile'})
+SET s.report = $report, s.finished_at = $at
+"""
+
+LAST_RECONCILE = """
+MATCH (s:EngramSchema {id: 'reconcile'})
+RETURN s.report AS report, s.finished_at AS finished_at
 """
 
 VECTOR_SYNC_COUNTS = """
@@ -137,7 +278,7 @@ RETURN m.vector_sync AS state, count(*) AS n
 DOCUMENT_STATUS = """
 MATCH (d:Document {id: $key})
 OPTIONAL MATCH (d)-[:HAS_CHUNK]->(m:Memory)
-RETURN d.ingested_at AS ingested_at, count(m) AS chunks,
+RETURN d.ingested_at AS ingested_at, d.version AS version, count(m) AS chunks,
        sum(CASE m.vector_sync WHEN 'pending' THEN 1 ELSE 0 END) AS pending,
        sum(CASE m.vector_sync WHEN 'synced' THEN 1 ELSE 0 END) AS synced,
        sum(CASE m.vector_sync WHEN 'failed' THEN 1 ELSE 0 END) AS failed
@@ -181,17 +322,6 @@ CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $text, {{limit: $k}}) YIEL
 WITH m, score WHERE {MEMORY_FILTER} AND m.embedding IS NOT NULL
 RETURN {MEMORY_FIELDS}, score AS text_score,
        vector.similarity.cosine(m.embedding, $vector) AS score
-"""
-
-RESYNC_BACKLOG = """
-MATCH (m:Memory)
-WHERE (m.vector_sync = 'pending' AND m.updated_at < $cutoff) OR m.vector_sync = 'failed'
-RETURN count(m) AS memories
-"""
-
-TOMBSTONE_COUNT = """
-MATCH (t:DeletedMemory)
-RETURN count(t) AS tombstones
 """
 
 STORED_MODEL = """

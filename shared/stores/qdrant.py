@@ -1,13 +1,19 @@
 """Qdrant, the backup vector store: a server when ``ENGRAM_QDRANT_URL`` is set, else embedded.
 
-An embedded folder can be opened by one process only; the worker that serves the ``write`` and
-``reconcile`` queues owns it, and a second opener gets a clear ``ServiceUnavailable``.
+One ``QdrantConnection`` per process holds the client; each model's collection is a
+``QdrantStore`` on it, so a process that syncs Memories of two models opens an embedded folder
+once (a second opener of the same folder fails). Every write is guarded by the Memory version in
+the payload: a point holding a newer version is never overwritten or deleted by an older write.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator, Sequence
+import sqlite3
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import httpx
@@ -15,11 +21,17 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import ServiceUnavailable
+from shared.errors import ServiceUnavailable, VectorStoreRejected
+from shared.models import PointState
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
 
+log = logging.getLogger(__name__)
+
 KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tags", "content_hash")
+STATE_FIELDS = ["version", "content_hash", "embedding_model"]
+HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
+_RETRYABLE_STATUS = {408, 429}
 
 
 def collection_name(prefix: str, model: str, dimension: int) -> str:
@@ -29,41 +41,50 @@ def collection_name(prefix: str, model: str, dimension: int) -> str:
 
 @contextmanager
 def _translated_errors(where: str) -> Iterator[None]:
-    hint = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
+    """Outages and server faults are ``ServiceUnavailable`` (retried); a request Qdrant refuses
+    is ``VectorStoreRejected`` (never retried as it is)."""
     try:
         yield
-    except (ResponseHandlingException, httpx.HTTPError, OSError) as exc:
-        raise ServiceUnavailable("qdrant", f"{where}: {exc}", hint) from exc
     except UnexpectedResponse as exc:
-        raise ServiceUnavailable(
-            "qdrant", f"{where}: HTTP {exc.status_code} {exc.reason_phrase}", hint
-        ) from exc
+        message = f"{where}: HTTP {exc.status_code} {exc.reason_phrase}"
+        status = exc.status_code or 500
+        if 400 <= status < 500 and status not in _RETRYABLE_STATUS:
+            raise VectorStoreRejected(f"qdrant refused {message}") from exc
+        raise ServiceUnavailable("qdrant", message, HINT) from exc
+    except (ResponseHandlingException, httpx.HTTPError, OSError, sqlite3.Error) as exc:
+        raise ServiceUnavailable("qdrant", f"{where}: {type(exc).__name__}: {exc}", HINT) from exc
     except RuntimeError as exc:  # the embedded client's "folder already accessed" lock error
-        raise ServiceUnavailable("qdrant", f"{where}: {exc}", hint) from exc
+        raise ServiceUnavailable("qdrant", f"{where}: {exc}", HINT) from exc
+    except ValueError as exc:  # the embedded client's check of a point (a vector of the wrong size)
+        raise VectorStoreRejected(f"qdrant refused {where}: {exc}") from exc
 
 
-class QdrantStore:
-    def __init__(
-        self, settings: Settings, dimension: int, model: str, client: QdrantClient | None = None
-    ) -> None:
+def _version_at_most(version: int) -> qm.Filter:
+    """Points whose version is at most this one, or that carry none (written before versions)."""
+    return qm.Filter(
+        should=[
+            qm.FieldCondition(key="version", range=qm.Range(lte=version)),
+            qm.IsEmptyCondition(is_empty=qm.PayloadField(key="version")),
+        ]
+    )
+
+
+class QdrantConnection:
+    """The process's one Qdrant client, made on first use so an outage surfaces in an operation."""
+
+    def __init__(self, settings: Settings, client: QdrantClient | None = None) -> None:
         self._settings = settings
-        self._dimension = dimension
-        self.collection = collection_name(settings.qdrant_collection_prefix, model, dimension)
+        self._client = client
+        self._lock = threading.Lock()
         self.embedded = settings.qdrant_url is None
-        self._client_instance = client
-        self._collection_ready = False
+        self._collections: dict[str, QdrantStore] = {}
 
-    def _client(self) -> QdrantClient:
-        """Connects, and makes the collection, on first use: an outage surfaces in the operation."""
-        if not self._collection_ready:
-            self.ensure_collection()
-        return self._connected()
-
-    def _connected(self) -> QdrantClient:
-        if self._client_instance is None:
-            with _translated_errors("connect"):
-                self._client_instance = self._connect()
-        return self._client_instance
+    def client(self) -> QdrantClient:
+        with self._lock:
+            if self._client is None:
+                with _translated_errors("connect"):
+                    self._client = self._connect()
+            return self._client
 
     def _connect(self) -> QdrantClient:
         settings = self._settings
@@ -73,25 +94,49 @@ class QdrantStore:
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         return QdrantClient(url=settings.qdrant_url, api_key=api_key, timeout=int(settings.qdrant_timeout_s))
 
-    def close(self) -> None:
-        if self._client_instance is not None:
-            self._client_instance.close()
-            self._client_instance = None
-            self._collection_ready = False
+    def store(self, model: str, dimension: int) -> QdrantStore:
+        name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
+        if name not in self._collections:
+            self._collections[name] = QdrantStore(self, name, dimension)
+        return self._collections[name]
 
-    def ensure_collection(self) -> None:
-        client = self._connected()
-        with _translated_errors("ensure collection"):
-            if not client.collection_exists(self.collection):
-                self._create_collection(client)
-        self._collection_ready = True
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+        for store in self._collections.values():
+            store.forget_collection()
+
+
+class QdrantStore:
+    def __init__(self, connection: QdrantConnection, collection: str, dimension: int) -> None:
+        self._connection = connection
+        self.collection = collection
+        self._dimension = dimension
+        self._ready = False
+
+    def forget_collection(self) -> None:
+        self._ready = False
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _client(self) -> QdrantClient:
+        client = self._connection.client()
+        if not self._ready:
+            with _translated_errors("ensure collection"):
+                if not client.collection_exists(self.collection):
+                    self._create_collection(client)
+            self._ready = True
+        return client
 
     def _create_collection(self, client: QdrantClient) -> None:
         client.create_collection(
             self.collection,
             vectors_config=qm.VectorParams(size=self._dimension, distance=qm.Distance.COSINE),
         )
-        if self.embedded:
+        if self._connection.embedded:
             return  # payload indexes are no-ops in embedded mode
         client.create_payload_index(
             self.collection,
@@ -100,21 +145,60 @@ class QdrantStore:
         )
         for name in KEYWORD_FIELDS:
             client.create_payload_index(self.collection, name, field_schema=qm.PayloadSchemaType.KEYWORD)
+        client.create_payload_index(self.collection, "version", field_schema=qm.PayloadSchemaType.INTEGER)
         client.create_payload_index(self.collection, "created_at", field_schema=qm.PayloadSchemaType.DATETIME)
 
     def upsert(self, points: Sequence[VectorPoint]) -> None:
-        if not points:
-            return
-        structs = [
-            qm.PointStruct(id=p.id, vector=[float(x) for x in p.vector], payload=p.payload) for p in points
-        ]
-        with _translated_errors("upsert"):
-            self._client().upsert(self.collection, points=structs, wait=True)
-
-    def delete(self, ids: Sequence[str]) -> None:
-        if not ids:
-            return
-        with _translated_errors("delete"):
-            self._client().delete(
-                self.collection, points_selector=qm.PointIdsList(points=list(ids)), wait=True
+        """One call per version (a batch rarely holds more than one), each guarded by it."""
+        by_version: dict[int, list[qm.PointStruct]] = defaultdict(list)
+        for p in points:
+            payload = {**p.payload, "version": p.version}
+            by_version[p.version].append(
+                qm.PointStruct(id=p.id, vector=[float(x) for x in p.vector], payload=payload)
             )
+        for version, structs in by_version.items():
+            with _translated_errors("upsert"):
+                self._client().upsert(
+                    self.collection, points=structs, wait=True, update_filter=_version_at_most(version)
+                )
+
+    def delete(self, versions: Mapping[str, int]) -> None:
+        by_version: dict[int, list[str]] = defaultdict(list)
+        for point_id, version in versions.items():
+            by_version[version].append(point_id)
+        for version, ids in by_version.items():
+            guard = _version_at_most(version)
+            selector = qm.FilterSelector(
+                filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(ids))], should=guard.should)
+            )
+            with _translated_errors("delete"):
+                self._client().delete(self.collection, points_selector=selector, wait=True)
+
+    def states(self, ids: Sequence[str]) -> dict[str, PointState]:
+        if not ids:
+            return {}
+        with _translated_errors("retrieve"):
+            points = self._client().retrieve(
+                self.collection, ids=list(ids), with_payload=STATE_FIELDS, with_vectors=False
+            )
+        return {str(p.id): _state(p.id, p.payload) for p in points}
+
+    def scroll(self, after: str | None, limit: int) -> tuple[list[PointState], str | None]:
+        with _translated_errors("scroll"):
+            points, offset = self._client().scroll(
+                self.collection, limit=limit, offset=after, with_payload=STATE_FIELDS, with_vectors=False
+            )
+        return [_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
+
+
+def _state(point_id: object, payload: dict[str, object] | None) -> PointState:
+    payload = payload or {}
+    version = payload.get("version")
+    hash_ = payload.get("content_hash")
+    model = payload.get("embedding_model")
+    return PointState(
+        id=str(point_id),
+        version=int(version) if isinstance(version, int | float) else None,
+        content_hash=hash_ if isinstance(hash_, str) else None,
+        embedding_model=model if isinstance(model, str) else None,
+    )

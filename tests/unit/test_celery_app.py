@@ -19,6 +19,7 @@ from workers.app import (
     RECONCILE_TASK,
     SEARCH_TASK,
     TASK_MODULES,
+    SYNC_TASK,
     WRITE_TASK,
     app,
     make_app,

@@ -1,0 +1,127 @@
+"""The composition root: one ``Container(settings)`` builds every service a process uses.
+
+Each part is made on first use, inside the process that uses it (never in a parent before a
+fork), so an ingest worker never loads Qdrant and a write worker never loads the model. Tests
+build the services themselves from fakes; nothing else constructs stores or clients.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import redis
+
+from shared.chunking import Chunker
+from shared.embedding import Embedder, make_embedder
+from shared.models import utc_now
+from shared.progress import Progress
+from shared.redis_client import connect
+from shared.retry import RetryPolicy
+from shared.search import Searcher
+from shared.services.chunk import ChunkStage
+from shared.services.embed import EmbedStage
+from shared.services.reconcile import Reconciler
+from shared.services.sync import Syncer
+from shared.services.write import WriteStage
+from shared.settings import Settings
+from shared.staging import Staging
+from shared.stores.neo4j import Neo4jStore
+from shared.stores.qdrant import QdrantConnection, QdrantStore
+from shared.tokenizer import load_tokenizer
+from shared.versions import VersionClock
+
+
+class Container:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    # Connections and stores.
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        return connect(self.settings)
+
+    @cached_property
+    def staging(self) -> Staging:
+        return Staging(self.redis, self.settings.staging_ttl_s)
+
+    @cached_property
+    def progress(self) -> Progress:
+        return Progress(self.redis, self.settings.staging_ttl_s)
+
+    @cached_property
+    def versions(self) -> VersionClock:
+        return VersionClock(self.redis)
+
+    @cached_property
+    def graph(self) -> Neo4jStore:
+        return Neo4jStore(self.settings)
+
+    @cached_property
+    def qdrant(self) -> QdrantConnection:
+        return QdrantConnection(self.settings)
+
+    def vectors(self, model: str, dimension: int) -> QdrantStore:
+        return self.qdrant.store(model, dimension)
+
+    # Models.
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return make_embedder(self.settings)
+
+    @cached_property
+    def chunker(self) -> Chunker:
+        s = self.settings
+        return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens)
+
+    # Services.
+
+    @cached_property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy.from_settings(self.settings)
+
+    @cached_property
+    def syncer(self) -> Syncer:
+        return Syncer(self.graph, self.vectors, utc_now)
+
+    @cached_property
+    def chunk_stage(self) -> ChunkStage:
+        return ChunkStage(self.chunker, self.staging, self.progress)
+
+    @cached_property
+    def embed_stage(self) -> EmbedStage:
+        return EmbedStage(self.embedder, self.staging, self.progress, self.settings.embedding_batch_size * 4)
+
+    @cached_property
+    def write_stage(self) -> WriteStage:
+        return WriteStage(self.graph, self.syncer, self.staging, self.progress)
+
+    @cached_property
+    def reconciler(self) -> Reconciler:
+        s = self.settings
+        return Reconciler(
+            self.graph,
+            self.vectors,
+            self.syncer,
+            utc_now,
+            grace_s=s.reconcile_grace_s,
+            batch_size=s.reconcile_batch_size,
+            scan_page=s.reconcile_scan_page,
+        )
+
+    @cached_property
+    def searcher(self) -> Searcher:
+        embedder = self.embedder
+        self.graph.ensure_schema(embedder.model_name, embedder.dimension)
+        return Searcher(self.graph, embedder, self.settings)
+
+    def close(self) -> None:
+        """Closes what was opened; parts never used are not made now."""
+        opened = self.__dict__
+        if "graph" in opened:
+            self.graph.close()
+        if "qdrant" in opened:
+            self.qdrant.close()
+        if "redis" in opened:
+            self.redis.close()

@@ -1,0 +1,94 @@
+"""What every stage task shares: the process's container, the retry policy, recording failure.
+
+Tasks are thin: they parse their message, call a stage service from the container, and send the
+next stage's task. Here, in one place: a transient error is retried with backoff for the
+policy's budget (hours), counted from the first failure, which travels with the retries; a task
+cut short by its soft time limit is tried a few more times (each try resumes what is staged);
+and ``on_failure``, which Celery calls whatever ended the task for good — a permanent error, a
+spent budget, a time limit, staging gone — records every document of the batch ``failed`` with
+the reason, so no document is left in a stage forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+from billiard.einfo import ExceptionInfo
+from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from shared.container import Container
+from shared.errors import EngramError
+from shared.ids import document_key
+from shared.models import DocumentIn
+from shared.services.refs import DocRef, refs
+from shared.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def container() -> Container:
+    """The worker process's composition root, made on first use after the fork."""
+    return Container(get_settings())
+
+
+class StageTask(Task):  # type: ignore[misc]
+    """Base of the ingest, embed and write tasks; their ``documents`` argument names the batch."""
+
+    def on_failure(
+        self,
+        exc: BaseException,
+        task_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        einfo: ExceptionInfo,
+    ) -> None:
+        documents = batch_refs(args, kwargs)
+        log.error("%s %s gave up on %d documents: %s", self.name, task_id, len(documents), exc)
+        try:
+            container().progress.set(documents, "failed", f"{self.name}: {type(exc).__name__}: {exc}")
+        except EngramError as record_error:
+            log.error("could not record the failure of %s: %s", task_id, record_error)
+
+
+def batch_refs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[DocRef]:
+    documents = kwargs.get("documents")
+    if documents is None and args:
+        documents = args[-1] if isinstance(args[-1], list) else None
+    if not documents:
+        return []
+    if isinstance(documents[0], dict):  # the ingest message: documents with their version
+        found: list[DocRef] = []
+        for raw in documents:
+            try:
+                doc = DocumentIn.model_validate({k: v for k, v in raw.items() if k != "version"})
+            except ValueError:
+                continue
+            found.append((document_key(doc.user_id, doc.document_id), int(raw.get("version", 0))))
+        return found
+    return refs(documents)
+
+
+@contextmanager
+def retrying(task: Task) -> Iterator[None]:
+    """Turns a retryable failure into a Celery retry, carrying when the failing began."""
+    try:
+        yield
+    except SoftTimeLimitExceeded as exc:
+        if task.request.retries >= container().retry_policy.time_limit_retries:
+            raise
+        raise task.retry(exc=exc, countdown=1) from exc
+    except EngramError as exc:
+        first = task.request.kwargs.get("failing_since") or time.time()
+        countdown = container().retry_policy.countdown(exc, task.request.retries, time.time() - first)
+        if countdown is None:
+            raise
+        log.warning("%s failed (%s); retrying in %.1f s", task.name, exc, countdown)
+        kwargs = {**task.request.kwargs, "failing_since": first}
+        raise task.retry(exc=exc, countdown=countdown, kwargs=kwargs, max_retries=None) from exc
