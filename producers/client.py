@@ -170,7 +170,9 @@ class EngramClient:
             status.version = progress.version
         if stored is not None:
             stored_version = int(stored["version"] or 0)
-            if progress is None or (stored_version >= progress.version and progress.state != "failed"):
+            # Neo4j alone says "done" only for a record gone (expired) or about an older ingestion:
+            # for the same version, the write stage says done once Qdrant was tried too.
+            if progress is None or stored_version > progress.version:
                 status.state, status.updated_at, status.version = (
                     "done",
                     stored["ingested_at"],

@@ -78,6 +78,7 @@ def make_app() -> Celery:
             "reconcile": {
                 "task": RECONCILE_TASK,
                 "schedule": float(settings.reconcile_interval_s),
+                "kwargs": {"scheduled": True},
                 # A run nobody picked up before the next one is due is dropped, not piled up.
                 "options": {"expires": float(settings.reconcile_interval_s)},
             }

@@ -9,5 +9,5 @@ from workers.stage import container
 
 
 @app.task(name=RECONCILE_TASK)
-def run(dry_run: bool = False) -> dict[str, Any]:
-    return container().reconciler.run(dry_run=dry_run).model_dump(mode="json")
+def run(dry_run: bool = False, scheduled: bool = False) -> dict[str, Any]:
+    return container().reconciler.run(dry_run=dry_run, scheduled=scheduled).model_dump(mode="json")

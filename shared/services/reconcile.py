@@ -68,14 +68,17 @@ class Reconciler:
         self._batch = batch_size
         self._page = scan_page
 
-    def run(self, dry_run: bool = False) -> ReconcileReport:
+    def run(self, dry_run: bool = False, scheduled: bool = False) -> ReconcileReport:
+        """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
+        (``engram reconcile``) retries every failed row now."""
         now = self._clock()
         report = ReconcileReport(dry_run=dry_run, started_at=now)
         pending_before = now - self._grace
+        due_by = now if scheduled else now + timedelta(days=36500)
         try:
-            report.backlog = self._graph.backlog_size(pending_before, now)
+            report.backlog = self._graph.backlog_size(pending_before, due_by)
             if not dry_run:
-                self._drain_backlog(report, pending_before, now)
+                self._drain_backlog(report, pending_before, due_by)
             if report.error is None:
                 self._memories_against_points(report, pending_before, dry_run)
             if report.error is None:

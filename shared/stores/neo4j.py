@@ -79,6 +79,8 @@ class Neo4jStore:
             connection_timeout=5.0,
             # Celery retries tasks with backoff; the driver need not retry long on its own.
             max_transaction_retry_time=5.0,
+            # A property no Memory has yet (a retry time before any failure) is not worth a warning.
+            notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
         )
 
     def close(self) -> None:

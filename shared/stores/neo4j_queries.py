@@ -121,8 +121,7 @@ SET gone.version = $version, gone.user_id = doc.user_id, gone.deleted_at = $now
 WITH doc
 OPTIONAL MATCH (doc)-[:HAS_CHUNK]->(m:Memory)
 WITH doc, collect(m) AS memories
-CALL {
-    WITH memories
+CALL (memories) {
     UNWIND memories AS old
     MERGE (t:DeletedMemory {id: old.id})
     SET t.user_id = old.user_id, t.embedding_model = old.embedding_model,
@@ -188,7 +187,7 @@ DELETE t
 """
 
 SYNC_BACKLOG = """
-CALL {
+CALL () {
     MATCH (m:Memory) WHERE m.vector_sync = 'pending' AND m.updated_at < $pending_before
     RETURN m.id AS id, m.updated_at AS due
     UNION ALL
@@ -204,7 +203,7 @@ RETURN id ORDER BY due, id LIMIT $limit
 """
 
 BACKLOG_SIZE = """
-CALL {
+CALL () {
     MATCH (m:Memory) WHERE m.vector_sync = 'pending' AND m.updated_at < $pending_before
     RETURN count(m) AS n
     UNION ALL
@@ -251,9 +250,9 @@ MATCH (s:EngramSchema {id: 'embedding'}) RETURN s.embedding_model AS model, s.em
 """
 
 SYNC_HEALTH = """
-CALL { MATCH (t:DeletedMemory) RETURN count(t) AS tombstones }
-CALL { MATCH (m:Memory) WHERE m.vector_sync = 'pending' RETURN min(m.updated_at) AS oldest_pending }
-CALL {
+CALL () { MATCH (t:DeletedMemory) RETURN count(t) AS tombstones }
+CALL () { MATCH (m:Memory) WHERE m.vector_sync = 'pending' RETURN min(m.updated_at) AS oldest_pending }
+CALL () {
     MATCH (m:Memory) WHERE m.vector_sync = 'failed' AND coalesce(m.vector_sync_retry_at, m.updated_at) <= $now
     RETURN count(m) AS retry_due
 }
