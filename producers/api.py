@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -20,10 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from producers.client import EngramClient
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.models import (
+    DeleteResult,
     DocumentIn,
     DocumentStatus,
     Identifier,
     IngestAccepted,
+    MemoryPage,
+    MemoryRecord,
+    SearchFilters,
     SearchRequest,
     SearchResponse,
 )
@@ -111,6 +116,88 @@ async def document_status(
     if status.state == "unknown":
         raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
     return status
+
+
+@app.put("/api/documents/{document_id:path}", status_code=202, response_model=IngestAccepted)
+async def update_document(document_id: str, document: DocumentIn) -> IngestAccepted:
+    """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed."""
+    if document.id is not None and document.id != document_id:
+        raise InvalidInput(f"the body's id {document.id!r} is not the path's {document_id!r}")
+    document = document.model_copy(update={"id": document_id})
+    return await run_in_threadpool(client().ingest, [document])
+
+
+@app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
+async def delete_document(
+    document_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+) -> DeleteResult:
+    """Gone from search at once; ``qdrant_confirmed`` says whether the backup dropped it too."""
+    result = await run_in_threadpool(client().delete_document, user_id, document_id)
+    if result.memories == 0:
+        raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
+    return result
+
+
+@app.get("/api/memories", response_model=MemoryPage)
+async def list_memories(
+    user_id: Annotated[Identifier, Query(description="The tenant.")],
+    project_id: Identifier | None = None,
+    session_id: Identifier | None = None,
+    document_id: Identifier | None = None,
+    memory_type: Annotated[list[Identifier] | None, Query()] = None,
+    tag: Annotated[list[Identifier] | None, Query()] = None,
+    from_date: datetime | None = None,
+    to_date: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> MemoryPage:
+    """The tenant's memories matching the filters, a page at a time (``next_cursor``)."""
+    filters = SearchFilters(
+        project_id=project_id,
+        session_id=session_id,
+        document_id=document_id,
+        memory_types=memory_type,
+        tags=tag,
+        from_date=from_date,
+        to_date=to_date,
+    )
+    return await run_in_threadpool(client().list_memories, user_id, filters, limit, cursor)
+
+
+@app.get("/api/memories/{memory_id}", response_model=MemoryRecord)
+async def get_memory(
+    memory_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+) -> MemoryRecord:
+    memory = await run_in_threadpool(client().get_memory, user_id, memory_id)
+    if memory is None:
+        raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
+    return memory
+
+
+@app.delete("/api/memories/{memory_id}", response_model=DeleteResult)
+async def delete_memory(
+    memory_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+) -> DeleteResult:
+    result = await run_in_threadpool(client().delete_memory, user_id, memory_id)
+    if result.memories == 0:
+        raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
+    return result
+
+
+class DeleteWhere(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+    everything: bool = Field(False, description="Required to delete all of the tenant's memories.")
+
+
+@app.post("/api/memories/delete", response_model=DeleteResult)
+async def delete_where(request: DeleteWhere) -> DeleteResult:
+    """Deletes the tenant's memories matching the filters (only that tenant's)."""
+    return await run_in_threadpool(
+        client().delete_where, request.user_id, request.filters, request.everything
+    )
 
 
 @app.post("/api/memory/semantic-search", response_model=SearchResponse)

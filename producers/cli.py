@@ -18,7 +18,7 @@ from producers.client import EngramClient
 from producers.files import read_documents
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
-from shared.models import SearchFilters, SearchRequest
+from shared.models import DeleteResult, SearchFilters, SearchRequest
 from shared.services.refs import DocRef
 from shared.settings import get_settings
 
@@ -70,10 +70,24 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--user", dest="user_id")
     status.set_defaults(run=_status)
 
-    forget = commands.add_parser("forget", help="delete documents from both stores")
-    forget.add_argument("document_ids", nargs="+", metavar="DOCUMENT_ID")
-    forget.add_argument("--user", dest="user_id", required=True, help="the tenant")
+    forget = commands.add_parser(
+        "forget", help="delete documents, or the tenant's memories matching filters, from both stores"
+    )
+    forget.add_argument("document_ids", nargs="*", metavar="DOCUMENT_ID")
+    _scope_arguments(forget, user_required=True)
+    _filter_arguments(forget)
+    forget.add_argument("--memory-id", action="append", dest="memory_ids", help="one memory, by its id")
+    forget.add_argument("--all", action="store_true", help="every memory of the tenant")
     forget.set_defaults(run=_forget)
+
+    listing = commands.add_parser("list", help="list a tenant's memories, a page at a time")
+    _scope_arguments(listing, user_required=True)
+    _filter_arguments(listing)
+    listing.add_argument("--document", dest="document_id")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--cursor", help="the next_cursor a previous page printed")
+    listing.add_argument("--json", action="store_true", help="print the raw page")
+    listing.set_defaults(run=_list)
 
     reconcile = commands.add_parser("reconcile", help="re-sync what Qdrant is missing, find drift both ways")
     reconcile.add_argument("--dry-run", action="store_true", help="only report")
@@ -193,18 +207,51 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--memory-type", action="append", dest="memory_types")
+    parser.add_argument("--tag", action="append", dest="tags")
+
+
+def _filters(args: argparse.Namespace) -> SearchFilters:
+    return SearchFilters(
+        project_id=args.project_id,
+        session_id=args.session_id,
+        document_id=getattr(args, "document_id", None),
+        memory_types=args.memory_types,
+        tags=args.tags,
+    )
+
+
 def _forget(args: argparse.Namespace) -> int:
     client = EngramClient()
-    missing = 0
+    results: list[tuple[str, DeleteResult]] = []
     for document_id in args.document_ids:
-        result = client.delete_document(args.user_id, document_id)
-        missing += result.memories == 0
-        where = "both stores" if result.qdrant_confirmed else "Neo4j (Qdrant: left to the reconciler)"
-        print(
-            f"{document_id}: "
-            + (f"{result.memories} memories deleted from {where}" if result.memories else "not found")
-        )
-    return 1 if missing else 0
+        results.append((f"document {document_id}", client.delete_document(args.user_id, document_id)))
+    for memory_id in args.memory_ids or []:
+        results.append((f"memory {memory_id}", client.delete_memory(args.user_id, memory_id)))
+    filters = _filters(args)
+    if args.all or filters != SearchFilters():
+        results.append(("matching memories", client.delete_where(args.user_id, filters, everything=args.all)))
+    if not results:
+        raise InvalidInput("name documents, --memory-id, filters, or --all")
+    for what, result in results:
+        where = "both stores" if result.qdrant_confirmed else "Neo4j; Qdrant left to the reconciler"
+        gone = f"{result.memories} memories deleted from {where}" if result.memories else "nothing found"
+        print(f"{what}: {gone}")
+    return 1 if any(result.memories == 0 for _, result in results) else 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    page = EngramClient().list_memories(args.user_id, _filters(args), args.limit, args.cursor)
+    if args.json:
+        print(page.model_dump_json(indent=2))
+        return 0
+    for memory in page.memories:
+        snippet = " ".join(memory.content.split())[:100]
+        where = f"[{memory.document_id}#{memory.chunk_index}] v{memory.version} {memory.vector_sync}"
+        print(f"{memory.id}  {where}  {snippet}")
+    print(f"next cursor: {page.next_cursor}" if page.next_cursor else f"{len(page.memories)} memories; end")
+    return 0
 
 
 def _reconcile(args: argparse.Namespace) -> int:

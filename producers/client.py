@@ -24,6 +24,9 @@ from shared.models import (
     DocumentIn,
     DocumentStatus,
     IngestAccepted,
+    MemoryPage,
+    MemoryRecord,
+    SearchFilters,
     SearchRequest,
     SearchResponse,
     VectorSyncCounts,
@@ -31,6 +34,7 @@ from shared.models import (
 )
 from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, translated_errors
+from shared.services.lifecycle import Lifecycle
 from shared.services.refs import DocRef
 from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
@@ -184,26 +188,48 @@ class EngramClient:
             )
         return status
 
-    def delete_document(self, user_id: str, document_id: str, timeout_s: float = 30.0) -> DeleteResult:
-        """Deletes a document's memories: from Neo4j (and so from search) at once, from Qdrant
-        through the write queue. A delete Qdrant has not confirmed stays recorded (tombstones)
-        until the reconciler finishes it."""
+    # The memory lifecycle (shared/services/lifecycle.py).
+
+    def get_memory(self, user_id: str, memory_id: str) -> MemoryRecord | None:
+        return self._lifecycle().get_memory(user_id, memory_id)
+
+    def list_memories(
+        self, user_id: str, filters: SearchFilters | None = None, limit: int = 100, cursor: str | None = None
+    ) -> MemoryPage:
+        return self._lifecycle().list_memories(user_id, filters or SearchFilters(), limit, cursor)
+
+    def delete_document(self, user_id: str, document_id: str) -> DeleteResult:
+        """Gone from Neo4j, and so from search, at once; from Qdrant through the write queue."""
         self.ping()
-        version = self._versions.next()
-        removed = self._store().delete_documents([document_key(user_id, document_id)], version)
-        result = DeleteResult(document_id=document_id, version=version, memories=len(removed))
-        if not removed:
-            return result
+        result = self._lifecycle().delete_document(user_id, document_id)
+        if result.memories:
+            self._progress.set([(document_key(user_id, document_id), result.version)], "deleted")
+        return result
+
+    def delete_memory(self, user_id: str, memory_id: str) -> DeleteResult:
+        self.ping()
+        return self._lifecycle().delete_memory(user_id, memory_id)
+
+    def delete_where(self, user_id: str, filters: SearchFilters, everything: bool = False) -> DeleteResult:
+        self.ping()
+        return self._lifecycle().delete_where(user_id, filters, everything)
+
+    def _lifecycle(self) -> Lifecycle:
+        return Lifecycle(self._store(), self._versions.next, self._sync_removed)
+
+    def _sync_removed(self, ids: Sequence[str]) -> bool:
+        """Asks the process that owns Qdrant to drop these points; True once it confirmed."""
         with queue_errors():
-            answer = self._app.send_task(SYNC_TASK, args=(removed,))
+            answer = self._app.send_task(SYNC_TASK, args=(list(ids),))
             try:
-                outcome = answer.get(timeout=timeout_s, propagate=True)
+                outcome: dict[str, Any] = answer.get(
+                    timeout=self.settings.delete_confirm_timeout_s, propagate=True
+                )
             except celery.exceptions.TimeoutError:
-                return result
+                return False
             finally:
                 answer.forget()
-        result.qdrant_confirmed = not outcome.get("error")
-        return result
+        return not outcome.get("error")
 
     def overview(self) -> dict[str, Any]:
         """Queue lengths, the vector_sync counts and sync health of the whole store, and the

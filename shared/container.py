@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import cached_property
 
 import redis
+from neo4j import GraphDatabase
 
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
@@ -17,7 +18,7 @@ from shared.models import utc_now
 from shared.progress import Progress
 from shared.redis_client import connect
 from shared.retry import RetryPolicy
-from shared.search import Searcher
+from shared.search import BackupCandidates, Searcher, VectorBackup
 from shared.services.chunk import ChunkStage
 from shared.services.embed import EmbedStage
 from shared.services.reconcile import Reconciler
@@ -111,16 +112,39 @@ class Container:
         )
 
     @cached_property
-    def searcher(self) -> Searcher:
+    def search_graph(self) -> Neo4jStore:
+        """Neo4j for searches: one try per read, so a search falls back to Qdrant at once rather
+        than after the driver's retries (seconds of a caller's search timeout)."""
+        s = self.settings
+        driver = GraphDatabase.driver(
+            s.neo4j_uri,
+            auth=(s.neo4j_user, s.neo4j_password.get_secret_value()),
+            max_connection_pool_size=s.neo4j_max_pool_size,
+            connection_acquisition_timeout=min(10.0, s.search_timeout_s / 2),
+            connection_timeout=min(5.0, s.search_timeout_s / 4),
+            max_transaction_retry_time=0.0,
+            initial_retry_delay=0.05,
+        )
+        return Neo4jStore(s, driver=driver)
+
+    def searcher(self, relay: BackupCandidates | None = None) -> Searcher:
+        """Neo4j, else Qdrant: searched here when it is a server, else through ``relay`` to the
+        process that owns the embedded folder (no other may open it)."""
         embedder = self.embedder
-        self.graph.ensure_schema(embedder.model_name, embedder.dimension)
-        return Searcher(self.graph, embedder, self.settings)
+        backup = (
+            relay
+            if self.qdrant.embedded
+            else VectorBackup(self.vectors(embedder.model_name, embedder.dimension))
+        )
+        return Searcher(self.search_graph, embedder, self.settings, backup)
 
     def close(self) -> None:
         """Closes what was opened; parts never used are not made now."""
         opened = self.__dict__
         if "graph" in opened:
             self.graph.close()
+        if "search_graph" in opened:
+            self.search_graph.close()
         if "qdrant" in opened:
             self.qdrant.close()
         if "redis" in opened:

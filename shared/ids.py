@@ -7,6 +7,7 @@ tenant and what follows: two tenants can use the same document id without ever m
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 
 ENGRAM_NAMESPACE = uuid.UUID("6f1d3a3e-5c53-4c55-9a57-1f0e8a3c2b7d")
@@ -30,6 +31,7 @@ def content_hash(text: str) -> str:
 
 def default_document_id(text: str, *context: str | None) -> str:
     """A document posted without an id is named by its content and context (session, project,
-    time said), so posting it again is a no-op but the same words said elsewhere are not."""
-    name = _SEPARATOR.join([text, *(part or "" for part in context)]) if any(context) else text
+    time said), so posting it again is a no-op but the same words said elsewhere are not. The
+    parts are hashed as a JSON list, so no text can pass for another text with a context."""
+    name = text if not any(context) else json.dumps([text, *context])
     return "sha256-" + content_hash(name)[:32]

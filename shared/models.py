@@ -148,7 +148,7 @@ class PointState(BaseModel):
 
 
 VectorSync = Literal["pending", "synced", "failed"]
-DocumentState = Literal["queued", "chunking", "embedding", "writing", "done", "failed"]
+DocumentState = Literal["queued", "chunking", "embedding", "writing", "done", "failed", "deleted"]
 
 
 class SearchFilters(BaseModel):
@@ -225,10 +225,25 @@ class IngestAccepted(BaseModel):
     task_ids: list[str]
 
 
+class MemoryRecord(Memory):
+    """A Memory as the lifecycle API shows it: its fields, and how far Qdrant has it."""
+
+    updated_at: datetime | None = None
+    vector_sync: VectorSync | None = None
+    vector_sync_error: str | None = None
+    vector_sync_attempts: int = 0
+    vector_synced_at: datetime | None = None
+
+
+class MemoryPage(BaseModel):
+    memories: list[MemoryRecord]
+    next_cursor: str | None = Field(None, description="Pass as cursor for the next page; none at the end.")
+
+
 class DeleteResult(BaseModel):
-    document_id: str
-    version: int
-    memories: int = Field(description="Memories deleted; 0 when the document was not found.")
+    version: int = Field(description="The delete's version: a write older than it cannot bring it back.")
+    memories: int = Field(description="Memories deleted; 0 when nothing matched.")
+    documents: int = Field(0, description="Documents deleted with their last Memory.")
     qdrant_confirmed: bool = Field(
         False, description="Qdrant has dropped them too; else the reconciler finishes the delete."
     )

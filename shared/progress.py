@@ -21,7 +21,15 @@ from shared.redis_client import translated_errors
 
 _PREFIX = "engram:doc:"
 
-RANK: dict[str, int] = {"queued": 0, "chunking": 1, "embedding": 2, "writing": 3, "done": 4, "failed": 4}
+RANK: dict[str, int] = {
+    "queued": 0,
+    "chunking": 1,
+    "embedding": 2,
+    "writing": 3,
+    "done": 4,
+    "failed": 4,
+    "deleted": 4,
+}
 
 # KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl.
 _SET = """

@@ -115,6 +115,9 @@ class Settings(BaseSettings):
         None, ge=-1.0, le=1.0, description="Least cosine similarity returned; none by default."
     )
     search_timeout_s: float = Field(10.0, gt=0, description="How long a caller waits for the query worker.")
+    delete_confirm_timeout_s: float = Field(
+        30.0, gt=0, description="How long a delete waits for Qdrant's confirmation before reporting."
+    )
     search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
     search_fulltext_weight: float = Field(
         0.1, ge=0.0, le=1.0, description="Nudge for fulltext hits, times their share of the best hit."

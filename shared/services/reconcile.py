@@ -122,6 +122,7 @@ class Reconciler:
                 if state.vector_sync == "synced" and state.embedding_model and state.embedding_dim:
                     by_model[(state.embedding_model, state.embedding_dim)].append(state)
             repair: list[str] = []
+            newer: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
             for (model, dimension), states in by_model.items():
                 points = self._vectors(model, dimension).states([s.id for s in states])
                 for state in states:
@@ -136,6 +137,13 @@ class Reconciler:
                     ):
                         report.drift_found.stale_in_qdrant += 1
                         repair.append(state.id)
+                        if (point.version or 0) > (state.version or 0):
+                            # Newer than Neo4j (a restored backup): the guarded upsert would keep
+                            # it, so it goes first. Neo4j is the truth.
+                            newer[(model, dimension)][state.id] = point.version or 0
+            if not dry_run:
+                for (model, dimension), versions in newer.items():
+                    self._vectors(model, dimension).delete(versions)
             if repair and not dry_run:
                 outcome = self._syncer.sync(repair)
                 fixed = outcome.synced

@@ -94,35 +94,91 @@ class Syncer:
 
         live_versions = {row.memory.id: row.memory.version for row in rows.live}
         try:
-            for (model, dimension), points in upserts.items():
-                self._vectors(model, dimension).upsert(points)
-                for point in points:
-                    written[point.id] = (model, dimension, point.version)
-            for (model, dimension), versions in deletes.items():
-                self._vectors(model, dimension).delete(versions)
+            self._apply(upserts, deletes, written)
+        except PermanentError as exc:
+            # Qdrant refused the request: find the points it refuses, one by one, so those
+            # fail alone and the rest of the batch is not held back with them.
+            log.warning("qdrant refused a batch (%s); syncing its points one by one", exc)
+            refused = self._apply_one_by_one(upserts, deletes, written)
+            if refused:
+                self._record_failure(refused, live_versions, deletes, outcome)
         except EngramError as exc:
-            self._record_failure(exc, live_versions, deletes, outcome)
+            self._record_failure(
+                {memory_id: exc for memory_id in _ids(live_versions, deletes)},
+                live_versions,
+                deletes,
+                outcome,
+            )
             return []
-        marked = set(self._graph.mark_synced(live_versions))
-        tombstones = {t.id: t.version for t in rows.tombstones}
+        failed = set(outcome.failed_ids)
+        marked = set(self._graph.mark_synced({k: v for k, v in live_versions.items() if k not in failed}))
+        tombstones = {t.id: t.version for t in rows.tombstones if t.id not in failed}
         self._graph.forget_tombstones(tombstones)
         outcome.synced += len(marked)
-        outcome.deleted += sum(len(v) for v in deletes.values())
-        return [memory_id for memory_id in live_versions if memory_id not in marked]
+        outcome.deleted += sum(1 for v in deletes.values() for memory_id in v if memory_id not in failed)
+        return [
+            memory_id for memory_id in live_versions if memory_id not in marked and memory_id not in failed
+        ]
+
+    def _apply(
+        self,
+        upserts: dict[tuple[str, int], list[VectorPoint]],
+        deletes: dict[tuple[str, int], dict[str, int]],
+        written: dict[str, tuple[str, int, int]],
+    ) -> None:
+        for (model, dimension), points in upserts.items():
+            self._vectors(model, dimension).upsert(points)
+            for point in points:
+                written[point.id] = (model, dimension, point.version)
+        for (model, dimension), versions in deletes.items():
+            self._vectors(model, dimension).delete(versions)
+
+    def _apply_one_by_one(
+        self,
+        upserts: dict[tuple[str, int], list[VectorPoint]],
+        deletes: dict[tuple[str, int], dict[str, int]],
+        written: dict[str, tuple[str, int, int]],
+    ) -> dict[str, EngramError]:
+        """The ids Qdrant refuses, each with its error; an outage meanwhile fails the rest too."""
+        refused: dict[str, EngramError] = {}
+        Upserts = dict[tuple[str, int], list[VectorPoint]]
+        Deletes = dict[tuple[str, int], dict[str, int]]
+        singles: list[tuple[str, Upserts, Deletes]] = []
+        for key, points in upserts.items():
+            singles += [(point.id, {key: [point]}, {}) for point in points]
+        for key, versions in deletes.items():
+            singles += [
+                (memory_id, {}, {key: {memory_id: version}}) for memory_id, version in versions.items()
+            ]
+        for memory_id, one_upsert, one_delete in singles:
+            try:
+                self._apply(one_upsert, one_delete, written)
+            except EngramError as exc:
+                refused[memory_id] = exc
+        return refused
 
     def _record_failure(
         self,
-        exc: EngramError,
+        errors: dict[str, EngramError],
         live: dict[str, int],
         deletes: dict[tuple[str, int], dict[str, int]],
         outcome: SyncOutcome,
     ) -> None:
-        versions = dict(live)
+        versions = {memory_id: version for memory_id, version in live.items() if memory_id in errors}
         for tombstones in deletes.values():
-            versions.update(tombstones)
-        log.warning("qdrant sync of %d memories failed: %s", len(versions), exc)
-        self._graph.mark_failed(versions, str(exc), self._clock())
+            versions.update({k: v for k, v in tombstones.items() if k in errors})
+        by_message: dict[str, dict[str, int]] = defaultdict(dict)
+        for memory_id, version in versions.items():
+            by_message[str(errors[memory_id])][memory_id] = version
+        for message, group in by_message.items():
+            log.warning("qdrant sync of %d memories failed: %s", len(group), message)
+            self._graph.mark_failed(group, message, self._clock())
+        last = next(iter(errors.values()))
         outcome.failed += len(versions)
         outcome.failed_ids += list(versions)
-        outcome.error = str(exc)
-        outcome.permanent = isinstance(exc, PermanentError)
+        outcome.error = str(last)
+        outcome.permanent = all(isinstance(e, PermanentError) for e in errors.values())
+
+
+def _ids(live: dict[str, int], deletes: dict[tuple[str, int], dict[str, int]]) -> list[str]:
+    return list(live) + [memory_id for versions in deletes.values() for memory_id in versions]

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from shared.models import PointState, StagedDocument, StoredVector, Tombstone, VectorSyncCounts
+from shared.models import (
+    MemoryRecord,
+    PointState,
+    SearchFilters,
+    StagedDocument,
+    StoredVector,
+    Tombstone,
+    VectorSyncCounts,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,21 @@ class GraphStore(Protocol):
 
     def delete_documents(self, keys: Sequence[str], version: int) -> list[str]:
         """Deletes documents not newer than ``version``; returns the Memory ids removed."""
+        ...
+
+    def get_memory(self, user_id: str, memory_id: str) -> MemoryRecord | None: ...
+
+    def list_memories(
+        self, user_id: str, filters: SearchFilters, after: str | None, limit: int
+    ) -> list[MemoryRecord]:
+        """A page of the tenant's Memories matching the filters, in id order after ``after``."""
+        ...
+
+    def delete_memories(
+        self, user_id: str, filters: SearchFilters, ids: Sequence[str] | None, version: int
+    ) -> tuple[list[str], int]:
+        """Deletes the tenant's Memories matching (not newer than ``version``); returns their ids
+        and how many documents went with their last Memory."""
         ...
 
     def sync_rows(self, ids: Sequence[str]) -> SyncRows: ...

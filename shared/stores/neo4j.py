@@ -20,6 +20,8 @@ from neo4j import exceptions as neo4j_errors
 from shared.errors import ConfigurationError, GraphStoreRejected, ServiceUnavailable, TransientError
 from shared.models import (
     Memory,
+    MemoryRecord,
+    SearchFilters,
     StagedDocument,
     StoredVector,
     Tombstone,
@@ -211,6 +213,32 @@ class Neo4jStore:
         rows = self._write(q.DELETE_DOCUMENTS, keys=list(keys), version=version, now=utc_now())
         return [memory_id for row in rows for memory_id in row["removed"]]
 
+    # The memory lifecycle.
+
+    def get_memory(self, user_id: str, memory_id: str) -> MemoryRecord | None:
+        rows = self._read(q.GET_MEMORY, id=memory_id, user_id=user_id)
+        return MemoryRecord.model_validate(rows[0]["memory"]) if rows else None
+
+    def list_memories(
+        self, user_id: str, filters: SearchFilters, after: str | None, limit: int
+    ) -> list[MemoryRecord]:
+        rows = self._read(q.LIST_MEMORIES, after=after, limit=limit, **filter_parameters(user_id, filters))
+        return [MemoryRecord.model_validate(row["memory"]) for row in rows]
+
+    def delete_memories(
+        self, user_id: str, filters: SearchFilters, ids: Sequence[str] | None, version: int
+    ) -> tuple[list[str], int]:
+        """Deletes the tenant's Memories matching; returns their ids and how many documents went."""
+        params = filter_parameters(user_id, filters)
+        rows = self._write(
+            q.DELETE_MEMORIES,
+            ids=None if ids is None else list(ids),
+            version=version,
+            now=utc_now(),
+            **params,
+        )
+        return list(rows[0]["removed"]), int(rows[0]["emptied"])
+
     # Sync.
 
     def sync_rows(self, ids: Sequence[str]) -> SyncRows:
@@ -312,6 +340,20 @@ class Neo4jStore:
 
     def fulltext_candidates(self, text: str, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
         return self._read(q.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)
+
+
+def filter_parameters(user_id: str, filters: SearchFilters) -> Row:
+    """The tenant and filters as the parameters of MEMORY_FILTER; an absent filter is a null."""
+    return {
+        "user_id": user_id,
+        "project_id": filters.project_id,
+        "session_id": filters.session_id,
+        "document_id": filters.document_id,
+        "memory_types": filters.memory_types,
+        "tags": filters.tags,
+        "from_date": filters.from_date,
+        "to_date": filters.to_date,
+    }
 
 
 def _version_rows(versions: Mapping[str, int]) -> list[Row]:

@@ -110,15 +110,17 @@ RETURN id
 """
 
 # A delete is a write like any other: it wins over older versions and loses to newer ones, and
-# leaves a DeletedDocument behind so an older write arriving later cannot bring it back.
+# leaves a DeletedDocument behind — even for a document not stored yet, whose write is still on
+# its way — so an older write arriving later cannot bring it back.
 DELETE_DOCUMENTS = """
 UNWIND $keys AS key
-MATCH (doc:Document {id: key})
+MERGE (gone:DeletedDocument {id: key})
+ON CREATE SET gone.version = $version, gone.deleted_at = $now
+SET gone.version = CASE WHEN gone.version < $version THEN $version ELSE gone.version END
+WITH key
+OPTIONAL MATCH (doc:Document {id: key})
 SET doc.last_write_at = $now
-WITH doc WHERE coalesce(doc.version, 0) <= $version
-MERGE (gone:DeletedDocument {id: doc.id})
-SET gone.version = $version, gone.user_id = doc.user_id, gone.deleted_at = $now
-WITH doc
+WITH doc WHERE doc IS NOT NULL AND coalesce(doc.version, 0) <= $version
 OPTIONAL MATCH (doc)-[:HAS_CHUNK]->(m:Memory)
 WITH doc, collect(m) AS memories
 CALL (memories) {
@@ -338,4 +340,49 @@ CHUNK_TEXTS = """
 MATCH (m:Memory {user_id: $user_id})
 RETURN m.content AS content
 ORDER BY m.document_id, m.chunk_index
+"""
+
+# The memory lifecycle: every query is scoped to one tenant by $user_id and the search filters.
+GET_MEMORY = """
+MATCH (m:Memory {id: $id}) WHERE m.user_id = $user_id
+RETURN m {.*, embedding: null} AS memory
+"""
+
+LIST_MEMORIES = f"""
+MATCH (m:Memory) WHERE {MEMORY_FILTER} AND ($after IS NULL OR m.id > $after)
+WITH m ORDER BY m.id LIMIT $limit
+RETURN m {{.*, embedding: null}} AS memory
+"""
+
+# Deletes the tenant's Memories matching the filters (and, if given, these ids) that are not
+# newer than $version; a document left without Memories goes too, leaving its DeletedDocument.
+DELETE_MEMORIES = f"""
+MATCH (m:Memory) WHERE {MEMORY_FILTER} AND ($ids IS NULL OR m.id IN $ids)
+SET m.last_write_at = $now
+WITH m WHERE coalesce(m.version, 0) <= $version
+OPTIONAL MATCH (doc:Document)-[:HAS_CHUNK]->(m)
+MERGE (t:DeletedMemory {{id: m.id}})
+SET t.user_id = m.user_id, t.embedding_model = m.embedding_model,
+    t.embedding_dim = m.embedding_dim, t.deleted_at = $now, t.version = $version,
+    t.retry_at = null, t.attempts = 0
+WITH m, m.id AS id, doc
+DETACH DELETE m
+WITH collect(DISTINCT doc) AS docs, collect(id) AS removed
+CALL (docs) {{
+    UNWIND docs AS d
+    WITH d WHERE NOT (d)-[:HAS_CHUNK]->()
+    MERGE (g:DeletedDocument {{id: d.id}})
+    SET g.version = $version, g.user_id = d.user_id, g.deleted_at = $now
+    DETACH DELETE d
+    RETURN count(*) AS emptied
+}}
+// A document that keeps some Memories is now at the delete's version: a write of it accepted
+// before the delete, arriving after it, is stale and cannot bring the deleted ones back.
+CALL (docs) {{
+    UNWIND docs AS d
+    WITH d WHERE d IS NOT NULL AND (d)-[:HAS_CHUNK]->() AND coalesce(d.version, 0) < $version
+    SET d.version = $version
+    RETURN count(*) AS touched
+}}
+RETURN removed, emptied
 """

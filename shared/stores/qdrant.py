@@ -4,6 +4,10 @@ One ``QdrantConnection`` per process holds the client; each model's collection i
 ``QdrantStore`` on it, so a process that syncs Memories of two models opens an embedded folder
 once (a second opener of the same folder fails). Every write is guarded by the Memory version in
 the payload: a point holding a newer version is never overwritten or deleted by an older write.
+
+The embedded client is not thread-safe, and its owner runs a thread pool (a fallback search may
+come while a batch is written): every call on it holds the connection's one lock. A server
+client is called freely.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from typing import Any
 
 import httpx
 from qdrant_client import QdrantClient
@@ -22,7 +27,7 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from shared.errors import ServiceUnavailable, VectorStoreRejected
-from shared.models import PointState
+from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
 
@@ -69,13 +74,33 @@ def _version_at_most(version: int) -> qm.Filter:
     )
 
 
+def search_filter(user_id: str, filters: SearchFilters) -> qm.Filter:
+    """The tenant and the search filters as Neo4j's ``MEMORY_FILTER`` applies them."""
+    must: list[qm.Condition] = [qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))]
+    for key, value in (
+        ("project_id", filters.project_id),
+        ("session_id", filters.session_id),
+        ("document_id", filters.document_id),
+    ):
+        if value is not None:
+            must.append(qm.FieldCondition(key=key, match=qm.MatchValue(value=value)))
+    if filters.memory_types is not None:
+        must.append(qm.FieldCondition(key="memory_type", match=qm.MatchAny(any=list(filters.memory_types))))
+    if filters.tags is not None:  # any of them, as in Neo4j
+        must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(filters.tags))))
+    if filters.from_date is not None or filters.to_date is not None:
+        dates = qm.DatetimeRange(gte=filters.from_date, lte=filters.to_date)
+        must.append(qm.FieldCondition(key="created_at", range=dates))
+    return qm.Filter(must=must)
+
+
 class QdrantConnection:
     """The process's one Qdrant client, made on first use so an outage surfaces in an operation."""
 
     def __init__(self, settings: Settings, client: QdrantClient | None = None) -> None:
         self._settings = settings
         self._client = client
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.embedded = settings.qdrant_url is None
         self._collections: dict[str, QdrantStore] = {}
 
@@ -85,6 +110,13 @@ class QdrantConnection:
                 with _translated_errors("connect"):
                     self._client = self._connect()
             return self._client
+
+    @contextmanager
+    def using(self) -> Iterator[QdrantClient]:
+        """The client, held alone for the call when it is embedded (its local mode is not
+        thread-safe); a server client is shared."""
+        with self._lock if self.embedded else nullcontext():
+            yield self.client()
 
     def _connect(self) -> QdrantClient:
         settings = self._settings
@@ -96,9 +128,10 @@ class QdrantConnection:
 
     def store(self, model: str, dimension: int) -> QdrantStore:
         name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
-        if name not in self._collections:
-            self._collections[name] = QdrantStore(self, name, dimension)
-        return self._collections[name]
+        with self._lock:
+            if name not in self._collections:
+                self._collections[name] = QdrantStore(self, name, dimension)
+            return self._collections[name]
 
     def close(self) -> None:
         with self._lock:
@@ -122,14 +155,17 @@ class QdrantStore:
     def close(self) -> None:
         self._connection.close()
 
-    def _client(self) -> QdrantClient:
-        client = self._connection.client()
-        if not self._ready:
-            with _translated_errors("ensure collection"):
-                if not client.collection_exists(self.collection):
-                    self._create_collection(client)
-            self._ready = True
-        return client
+    @contextmanager
+    def _client(self) -> Iterator[QdrantClient]:
+        """The connection's client for one call (under its lock when embedded), the collection made
+        if it is not there yet."""
+        with self._connection.using() as client:
+            if not self._ready:
+                with _translated_errors("ensure collection"):
+                    if not client.collection_exists(self.collection):
+                        self._create_collection(client)
+                self._ready = True
+            yield client
 
     def _create_collection(self, client: QdrantClient) -> None:
         client.create_collection(
@@ -157,8 +193,8 @@ class QdrantStore:
                 qm.PointStruct(id=p.id, vector=[float(x) for x in p.vector], payload=payload)
             )
         for version, structs in by_version.items():
-            with _translated_errors("upsert"):
-                self._client().upsert(
+            with self._client() as client, _translated_errors("upsert"):
+                client.upsert(
                     self.collection, points=structs, wait=True, update_filter=_version_at_most(version)
                 )
 
@@ -171,24 +207,39 @@ class QdrantStore:
             selector = qm.FilterSelector(
                 filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(ids))], should=guard.should)
             )
-            with _translated_errors("delete"):
-                self._client().delete(self.collection, points_selector=selector, wait=True)
+            with self._client() as client, _translated_errors("delete"):
+                client.delete(self.collection, points_selector=selector, wait=True)
 
     def states(self, ids: Sequence[str]) -> dict[str, PointState]:
         if not ids:
             return {}
-        with _translated_errors("retrieve"):
-            points = self._client().retrieve(
+        with self._client() as client, _translated_errors("retrieve"):
+            points = client.retrieve(
                 self.collection, ids=list(ids), with_payload=STATE_FIELDS, with_vectors=False
             )
         return {str(p.id): _state(p.id, p.payload) for p in points}
 
     def scroll(self, after: str | None, limit: int) -> tuple[list[PointState], str | None]:
-        with _translated_errors("scroll"):
-            points, offset = self._client().scroll(
+        with self._client() as client, _translated_errors("scroll"):
+            points, offset = client.scroll(
                 self.collection, limit=limit, offset=after, with_payload=STATE_FIELDS, with_vectors=False
             )
         return [_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
+
+    def search(
+        self, vector: Sequence[float], user_id: str, filters: SearchFilters, limit: int
+    ) -> list[tuple[dict[str, Any], float]]:
+        """The tenant's nearest points passing the filters: (payload, cosine similarity), best first."""
+        with self._client() as client, _translated_errors("search"):
+            found = client.query_points(
+                self.collection,
+                query=[float(x) for x in vector],
+                query_filter=search_filter(user_id, filters),
+                limit=limit,
+                with_payload=True,
+                with_vectors=False,
+            )
+        return [(point.payload or {}, float(point.score)) for point in found.points]
 
 
 def _state(point_id: object, payload: dict[str, object] | None) -> PointState:

@@ -22,11 +22,13 @@ from shared.stores.qdrant import collection_name
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
+# name: (queues, pool, concurrency), as ops runs them. The write worker owns the embedded Qdrant
+# folder, so it also serves the fallback searches; threads let one answer while a batch is written.
 WORKERS = {
-    "ingest": ("ingest", 1),
-    "embed": ("embed", 1),
-    "write": ("write,reconcile", 1),
-    "query": ("query", 1),
+    "ingest": ("ingest", "prefork", 1),
+    "embed": ("embed", "prefork", 1),
+    "write": ("write,reconcile,fallback", "threads", 3),
+    "query": ("query", "prefork", 1),
 }
 MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
 
@@ -40,7 +42,9 @@ class Workers:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str, **env: str) -> None:
-        queues, concurrency = WORKERS[name]
+        if name in self._processes and self._processes[name].poll() is None:
+            return
+        queues, pool, concurrency = WORKERS[name]
         log = self._logs / f"test-worker-{name}.log"
         log.write_bytes(b"")
         command = [
@@ -53,7 +57,7 @@ class Workers:
             "-n",
             f"{name}-{uuid.uuid4().hex[:6]}@%h",
         ]
-        command += ["--pool", "prefork", "--concurrency", str(concurrency), "--loglevel", "INFO"]
+        command += ["--pool", pool, "--concurrency", str(concurrency), "--loglevel", "INFO"]
         with log.open("ab") as out:
             self._processes[name] = subprocess.Popen(
                 command, cwd=ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT

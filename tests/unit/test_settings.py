@@ -71,16 +71,46 @@ def test_overlap_not_below_chunk_size_is_refused(overlap: int) -> None:
         _settings(chunk_size_tokens=100, chunk_overlap_tokens=overlap)
 
 
+def test_default_task_limits() -> None:
+    settings = _settings()
+
+    assert settings.task_soft_time_limit_s == 45
+    assert settings.task_time_limit_s == 60
+    assert settings.visibility_timeout_s == 100
+    assert settings.task_retry_backoff_max_s == 30
+    assert settings.visibility_timeout_s > settings.task_time_limit_s + settings.task_retry_backoff_max_s
+
+
 @pytest.mark.parametrize("visibility", [1800, 1000])
 def test_time_limit_not_below_visibility_timeout_is_refused(visibility: int) -> None:
     with pytest.raises(ConfigurationError, match="VISIBILITY_TIMEOUT"):
         _settings(task_time_limit_s=1800, task_soft_time_limit_s=1000, visibility_timeout_s=visibility)
 
 
+@pytest.mark.parametrize("visibility", [90, 89])
+def test_visibility_timeout_not_above_time_limit_plus_backoff_max_is_refused(visibility: int) -> None:
+    # 60 s time limit + 30 s longest retry wait = 90: a visibility of 90 or less redelivers
+    with pytest.raises(ConfigurationError, match="VISIBILITY_TIMEOUT"):
+        _settings(visibility_timeout_s=visibility)
+
+
+def test_visibility_timeout_just_above_time_limit_plus_backoff_max_is_accepted() -> None:
+    settings = _settings(visibility_timeout_s=91)
+
+    assert settings.visibility_timeout_s == 91
+
+
+def test_a_longer_backoff_needs_a_longer_visibility_timeout() -> None:
+    with pytest.raises(ConfigurationError, match="BACKOFF_MAX"):
+        _settings(task_retry_backoff_max_s=40)
+
+    assert _settings(task_retry_backoff_max_s=40, visibility_timeout_s=101).task_retry_backoff_max_s == 40
+
+
 @pytest.mark.parametrize("soft", [600, 900])
 def test_soft_time_limit_not_below_hard_limit_is_refused(soft: int) -> None:
     with pytest.raises(ConfigurationError, match="SOFT_TIME_LIMIT"):
-        _settings(task_time_limit_s=600, task_soft_time_limit_s=soft)
+        _settings(task_time_limit_s=600, task_soft_time_limit_s=soft, visibility_timeout_s=1000)
 
 
 @pytest.mark.parametrize("backend", ["tei", "ollama", "openai"])

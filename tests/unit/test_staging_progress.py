@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import fakeredis
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from shared.ids import content_hash, document_key, memory_id
 from shared.models import ChunkRecord, DocumentIn, StagedDocument, utc_now
-from shared.progress import Progress
+from shared.progress import Progress, ProgressRecord
 from shared.staging import Staging
 
 TTL_S = 3600
@@ -19,6 +20,14 @@ TTL_S = 3600
 @pytest.fixture
 def client() -> fakeredis.FakeRedis:
     return fakeredis.FakeRedis()
+
+
+def _keys(client: fakeredis.FakeRedis) -> list[str]:
+    return [key.decode() for key in cast(list[bytes], client.keys("*"))]
+
+
+def _ttl(client: fakeredis.FakeRedis, key: str) -> int:
+    return cast(int, client.ttl(key))
 
 
 @pytest.fixture
@@ -31,7 +40,7 @@ def progress(client: fakeredis.FakeRedis) -> Progress:
     return Progress(client, ttl_s=TTL_S)
 
 
-def _staged(document_id: str, texts: list[str]) -> StagedDocument:
+def _staged(document_id: str, texts: list[str], version: int = 1) -> StagedDocument:
     document = DocumentIn(
         user_id="alice",
         id=document_id,
@@ -44,6 +53,7 @@ def _staged(document_id: str, texts: list[str]) -> StagedDocument:
     return StagedDocument(
         document=document,
         key=document_key("alice", document_id),
+        version=version,
         content_hash=content_hash(document.text),
         received_at=datetime(2024, 5, 2, 8, 30, tzinfo=UTC),
         chunks=[
@@ -63,7 +73,7 @@ def _staged(document_id: str, texts: list[str]) -> StagedDocument:
 
 
 def test_documents_round_trip(staging: Staging) -> None:
-    documents = [_staged("d1", ["first chunk", "second chunk 😀"]), _staged("d2", ["only chunk"])]
+    documents = [_staged("d1", ["first chunk", "second chunk 😀"], version=7), _staged("d2", ["only chunk"])]
 
     staging.put_documents("batch-1", documents)
 
@@ -72,7 +82,8 @@ def test_documents_round_trip(staging: Staging) -> None:
 
 def test_missing_batch_reads_as_none(staging: Staging) -> None:
     assert staging.documents("nope") is None
-    assert staging.vectors("nope") is None
+    assert staging.vector_slices("nope") == {}
+    assert staging.vectors("nope", 3) is None
     assert staging.is_finished("nope") is False
 
 
@@ -83,9 +94,9 @@ def test_vectors_round_trip_exactly_as_float32(staging: Staging) -> None:
     vectors[0, 0] = np.float32(1e-38)
     vectors[1, 1] = np.float32(-0.0)
 
-    # When staged and read back
-    staging.put_vectors("batch-1", "all-MiniLM-L6-v2", vectors)
-    found = staging.vectors("batch-1")
+    # When staged as one slice and read back
+    staging.put_vector_slice("batch-1", 0, "all-MiniLM-L6-v2", vectors)
+    found = staging.vectors("batch-1", 5)
 
     # Then model, shape, dtype and every bit are the same
     assert found is not None
@@ -96,11 +107,48 @@ def test_vectors_round_trip_exactly_as_float32(staging: Staging) -> None:
     assert array.tobytes() == vectors.tobytes()
 
 
+def test_slices_are_joined_in_chunk_order_whatever_order_they_were_staged(staging: Staging) -> None:
+    # Given a batch of 5 chunks embedded as slices 0-1, 2-3 and 4, the last one staged first
+    vectors = np.arange(20, dtype=np.float32).reshape(5, 4)
+    staging.put_vector_slice("b", 4, "m", vectors[4:])
+    staging.put_vector_slice("b", 0, "m", vectors[:2])
+    staging.put_vector_slice("b", 2, "m", vectors[2:4])
+
+    # When the batch's vectors are read
+    found = staging.vectors("b", 5)
+
+    # Then they are the chunks' vectors in order
+    assert found is not None
+    np.testing.assert_array_equal(found[1], vectors)
+    assert sorted(staging.vector_slices("b")) == [0, 2, 4]
+
+
+def test_vectors_with_a_slice_missing_read_as_none(staging: Staging) -> None:
+    staging.put_vector_slice("b", 0, "m", np.ones((2, 4), dtype=np.float32))
+    staging.put_vector_slice("b", 4, "m", np.ones((1, 4), dtype=np.float32))
+
+    assert staging.vectors("b", 5) is None
+
+
+def test_vectors_of_more_chunks_than_the_batch_has_read_as_none(staging: Staging) -> None:
+    staging.put_vector_slice("b", 0, "m", np.ones((3, 4), dtype=np.float32))
+
+    assert staging.vectors("b", 2) is None
+    assert staging.vectors("b", 3) is not None
+
+
+def test_slices_of_two_models_read_as_none(staging: Staging) -> None:
+    staging.put_vector_slice("b", 0, "model-a", np.ones((1, 4), dtype=np.float32))
+    staging.put_vector_slice("b", 1, "model-b", np.ones((1, 4), dtype=np.float32))
+
+    assert staging.vectors("b", 2) is None
+
+
 def test_float64_vectors_are_stored_as_float32(staging: Staging) -> None:
     vectors = np.array([[0.1, 0.2], [0.3, 0.4]], dtype=np.float64)
 
-    staging.put_vectors("b", "m", vectors)  # type: ignore[arg-type]
-    found = staging.vectors("b")
+    staging.put_vector_slice("b", 0, "m", vectors)  # type: ignore[arg-type]
+    found = staging.vectors("b", 2)
 
     assert found is not None
     np.testing.assert_array_equal(found[1], vectors.astype(np.float32))
@@ -111,45 +159,44 @@ def test_non_contiguous_vectors_keep_their_values(staging: Staging) -> None:
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     view = base[:, ::2]  # every other column: not contiguous
 
-    staging.put_vectors("b", "m", view)
-    found = staging.vectors("b")
+    staging.put_vector_slice("b", 0, "m", view)
+    found = staging.vectors("b", 4)
 
     assert found is not None
     np.testing.assert_array_equal(found[1], view)
 
 
-def test_empty_vector_batch_keeps_its_shape(staging: Staging) -> None:
-    staging.put_vectors("b", "m", np.zeros((0, 384), dtype=np.float32))
-    found = staging.vectors("b")
+def test_empty_vector_slice_keeps_its_shape(staging: Staging) -> None:
+    staging.put_vector_slice("b", 0, "m", np.zeros((0, 384), dtype=np.float32))
 
-    assert found is not None
-    assert found[1].shape == (0, 384)
+    slices = staging.vector_slices("b")
+
+    assert slices[0][0] == "m"
+    assert slices[0][1].shape == (0, 384)
 
 
 def test_staged_parts_expire_after_the_ttl(staging: Staging, client: fakeredis.FakeRedis) -> None:
     staging.put_documents("b", [_staged("d1", ["text"])])
-    staging.put_vectors("b", "m", np.ones((1, 4), dtype=np.float32))
+    staging.put_vector_slice("b", 0, "m", np.ones((1, 4), dtype=np.float32))
 
-    keys = [key.decode() for key in client.keys("*")]
+    keys = _keys(client)
 
-    assert sorted(keys) == [
-        "engram:batch:b:documents",
-        "engram:batch:b:vectors",
-        "engram:batch:b:vectors-header",
-    ]
+    assert sorted(keys) == ["engram:batch:b:documents", "engram:batch:b:vectors"]
     for key in keys:
-        assert 0 < client.ttl(key) <= TTL_S
+        assert 0 < _ttl(client, key) <= TTL_S
 
 
 def test_batches_do_not_see_each_other(staging: Staging) -> None:
     one, two = [_staged("d1", ["one"])], [_staged("d2", ["two"])]
     staging.put_documents("b1", one)
     staging.put_documents("b2", two)
+    staging.put_vector_slice("b2", 0, "m", np.ones((1, 4), dtype=np.float32))
 
     staging.finish("b1")
 
     assert staging.documents("b1") is None
     assert staging.documents("b2") == two
+    assert staging.vectors("b2", 1) is not None
     assert not staging.is_finished("b2")
 
 
@@ -158,7 +205,7 @@ def test_finish_drops_the_parts_and_remembers_the_batch(
 ) -> None:
     # Given a fully staged batch
     staging.put_documents("b", [_staged("d1", ["text"])])
-    staging.put_vectors("b", "m", np.ones((1, 4), dtype=np.float32))
+    staging.put_vector_slice("b", 0, "m", np.ones((1, 4), dtype=np.float32))
     assert not staging.is_finished("b")
 
     # When it is finished
@@ -166,20 +213,26 @@ def test_finish_drops_the_parts_and_remembers_the_batch(
 
     # Then its parts are gone, and that it was written is remembered for a while
     assert staging.documents("b") is None
-    assert staging.vectors("b") is None
+    assert staging.vectors("b", 1) is None
     assert staging.is_finished("b")
-    assert [key.decode() for key in client.keys("*")] == ["engram:batch:b:written"]
-    assert 0 < client.ttl("engram:batch:b:written") <= TTL_S
+    assert _keys(client) == ["engram:batch:b:written"]
+    assert 0 < _ttl(client, "engram:batch:b:written") <= TTL_S
 
 
-def test_vectors_without_header_read_as_missing(staging: Staging, client: fakeredis.FakeRedis) -> None:
-    staging.put_vectors("b", "m", np.ones((2, 4), dtype=np.float32))
-    client.delete("engram:batch:b:vectors-header")
+def test_slice_without_header_reads_as_missing(staging: Staging, client: fakeredis.FakeRedis) -> None:
+    staging.put_vector_slice("b", 0, "m", np.ones((2, 4), dtype=np.float32))
+    client.hdel("engram:batch:b:vectors", "0:header")
 
-    assert staging.vectors("b") is None
+    assert staging.vector_slices("b") == {}
+    assert staging.vectors("b", 2) is None
 
 
 # Progress
+
+
+def _state(found: ProgressRecord | None) -> tuple[str, int, str | None]:
+    assert found is not None
+    return found.state, found.version, found.error
 
 
 def test_progress_of_unknown_document_is_none(progress: Progress) -> None:
@@ -189,47 +242,85 @@ def test_progress_of_unknown_document_is_none(progress: Progress) -> None:
 def test_progress_set_then_get(progress: Progress) -> None:
     before = utc_now()
 
-    progress.set(["k1", "k2"], "embedding")
+    progress.set([("k1", 5), ("k2", 6)], "embedding")
 
-    for key in ("k1", "k2"):
+    for key, version in (("k1", 5), ("k2", 6)):
         found = progress.get(key)
         assert found is not None
-        state, error, updated_at = found
-        assert state == "embedding"
-        assert error is None
-        assert before - timedelta(seconds=1) <= updated_at <= utc_now()
-        assert updated_at.tzinfo is not None
+        assert (found.state, found.version, found.error) == ("embedding", version, None)
+        assert before - timedelta(seconds=1) <= found.updated_at <= utc_now()
+        assert found.updated_at.tzinfo is not None
 
 
 def test_progress_records_the_failure_reason(progress: Progress) -> None:
-    progress.set(["k"], "chunking")
-    progress.set(["k"], "failed", error="text: too long")
+    progress.set([("k", 1)], "chunking")
+    progress.set([("k", 1)], "failed", error="text: too long")
 
-    found = progress.get("k")
-
-    assert found is not None
-    assert found[:2] == ("failed", "text: too long")
+    assert _state(progress.get("k")) == ("failed", 1, "text: too long")
 
 
-def test_later_state_clears_an_earlier_error(progress: Progress) -> None:
-    progress.set(["k"], "failed", error="boom")
-    progress.set(["k"], "queued")
+def test_a_newer_version_clears_an_earlier_error(progress: Progress) -> None:
+    progress.set([("k", 1)], "failed", error="boom")
+    progress.set([("k", 2)], "queued")
 
-    found = progress.get("k")
-
-    assert found is not None
-    assert found[:2] == ("queued", None)
+    assert _state(progress.get("k")) == ("queued", 2, None)
 
 
-def test_states_in_order_with_unknown_for_missing(progress: Progress) -> None:
-    progress.set(["a"], "done")
-    progress.set(["c"], "writing")
+def test_news_of_an_older_version_is_dropped(progress: Progress) -> None:
+    # Given version 2 already done
+    progress.set([("k", 2)], "done")
 
-    assert progress.states(["a", "b", "c", "a"]) == ["done", "unknown", "writing", "done"]
-    assert progress.states([]) == []
+    # When version 1's worker reports late, even a failure
+    progress.set([("k", 1)], "writing")
+    progress.set([("k", 1)], "failed", error="late")
+
+    # Then the record still speaks of version 2
+    assert _state(progress.get("k")) == ("done", 2, None)
+
+
+def test_an_earlier_stage_of_the_same_version_is_dropped(progress: Progress) -> None:
+    # Given a worker already chunking version 3
+    progress.set([("k", 3)], "chunking")
+
+    # When the producer's "queued" for that version lands after it
+    progress.set([("k", 3)], "queued")
+
+    # Then the record does not move backwards
+    assert _state(progress.get("k")) == ("chunking", 3, None)
+
+
+def test_a_later_stage_of_the_same_version_moves_on(progress: Progress) -> None:
+    for state in ("queued", "chunking", "embedding", "writing", "done"):
+        progress.set([("k", 3)], state)
+        assert _state(progress.get("k"))[:2] == (state, 3)
+
+
+def test_records_in_order_with_none_for_missing(progress: Progress) -> None:
+    progress.set([("a", 1)], "done")
+    progress.set([("c", 2)], "writing")
+
+    found = progress.records(["a", "b", "c", "a"])
+
+    assert [None if r is None else (r.state, r.version) for r in found] == [
+        ("done", 1),
+        None,
+        ("writing", 2),
+        ("done", 1),
+    ]
+    assert progress.records([]) == []
+
+
+def test_one_call_records_many_documents_each_at_its_version(progress: Progress) -> None:
+    # Given more documents than one script call takes (500)
+    pairs = [(f"k{i}", 1000 + i) for i in range(1203)]
+
+    progress.set(pairs, "embedding")
+
+    found = progress.records([key for key, _ in pairs])
+    assert [r.version if r else None for r in found] == [version for _, version in pairs]
 
 
 def test_progress_expires_after_the_ttl(progress: Progress, client: fakeredis.FakeRedis) -> None:
-    progress.set(["k"], "queued")
+    progress.set([("k", 1)], "queued")
 
-    assert 0 < client.ttl("engram:doc:k") <= TTL_S
+    assert 0 < _ttl(client, "engram:doc:k") <= TTL_S

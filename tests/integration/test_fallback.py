@@ -1,0 +1,162 @@
+"""Search when Neo4j is down: the query worker answers from Qdrant, and says so; both down is a 503.
+
+The query worker alone is restarted against a closed port, so ingestion and the Qdrant folder's
+owner (the write worker, which also serves the ``fallback`` queue) stay as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from shared.settings import Settings
+from tests.integration.support import Workers, wait_until_finished
+
+pytestmark = pytest.mark.integration
+
+CLOSED_NEO4J = "bolt://127.0.0.1:9"
+
+FACTS = [
+    # id, text, project, memory type, tags, created_at
+    (
+        "photosynthesis",
+        "Photosynthesis lets plants turn sunlight, water and carbon dioxide into sugar, releasing oxygen.",
+        "botany",
+        "fact",
+        ["plants", "science"],
+        "2024-06-01T12:00:00Z",
+    ),
+    (
+        "sourdough",
+        "A sourdough starter is a fermented mix of flour and water that keeps wild yeast alive.",
+        "kitchen",
+        "note",
+        ["baking"],
+        "2020-03-01T12:00:00Z",
+    ),
+    (
+        "tides",
+        "Tides rise and fall twice a day because the Moon's gravity pulls the oceans toward it.",
+        "sea",
+        "fact",
+        ["science"],
+        "2021-09-15T12:00:00Z",
+    ),
+    (
+        "eiffel",
+        "The Eiffel Tower was finished in 1889 for the World's Fair and stands in Paris.",
+        "travel",
+        "note",
+        ["paris"],
+        "2023-01-10T12:00:00Z",
+    ),
+]
+LEAVES = "How do green leaves make food out of light?"
+
+
+@pytest.fixture
+def neo4j_down_for_queries(workers: Workers) -> Iterator[Workers]:
+    """The query worker can no longer reach Neo4j; everything else runs. Restored afterwards."""
+    workers.restart("query", ENGRAM_NEO4J_URI=CLOSED_NEO4J)
+    try:
+        yield workers
+    finally:
+        workers.restart("query")
+        workers.start("write")  # a no-op unless a test stopped it
+
+
+def ingest_facts(api: TestClient, tenant: str) -> None:
+    documents = [
+        {
+            "user_id": tenant,
+            "id": key,
+            "text": text,
+            "project_id": project,
+            "memory_type": memory_type,
+            "tags": tags,
+            "created_at": created_at,
+        }
+        for key, text, project, memory_type, tags, created_at in FACTS
+    ]
+    response = api.post("/api/documents", json={"documents": documents})
+    assert response.status_code == 202, response.text
+    statuses = wait_until_finished(api, tenant, [key for key, *_ in FACTS])
+    assert all(s["state"] == "done" and s["vector_sync"]["pending"] == 0 for s in statuses.values())
+
+
+def timed_search(api: TestClient, **body: Any) -> tuple[int, dict[str, Any], float]:
+    started = time.monotonic()
+    response = api.post("/api/memory/semantic-search", json=body)
+    return response.status_code, response.json(), time.monotonic() - started
+
+
+def degraded_search(api: TestClient, **body: Any) -> list[str]:
+    status, answer, _ = timed_search(api, **body)
+    assert status == 200, answer
+    assert answer["source"] == "qdrant"
+    return [r["document_id"] for r in answer["results"]]
+
+
+def test_neo4j_down_search_answers_from_qdrant_with_the_same_filters(
+    api: TestClient, settings: Settings, tenant: str, neo4j_down_for_queries: Workers
+) -> None:
+    # Given a tenant's facts, ingested while Neo4j was up (the fixture restarts only the query worker)
+    ingest_facts(api, tenant)
+
+    # When Neo4j is unreachable for the query worker and the tenant searches
+    status, answer, elapsed = timed_search(api, query=LEAVES, user_id=tenant, top_k=3)
+
+    # Then the answer comes from Qdrant, says why, ranks the right memory first, in time
+    assert status == 200, answer
+    assert answer["source"] == "qdrant"
+    assert answer["degraded"].startswith("neo4j unavailable")
+    assert answer["results"][0]["document_id"] == "photosynthesis"
+    assert answer["count"] == len(answer["results"]) == 3
+    first = answer["results"][0]
+    assert 0.3 < first["similarity_score"] <= 1.0
+    assert first["project_id"] == "botany" and first["tags"] == ["plants", "science"]
+    assert first["created_at"].startswith("2024-06-01")
+    assert elapsed < settings.search_timeout_s
+
+    # And another tenant sees nothing of it
+    assert degraded_search(api, query=LEAVES, user_id=tenant + "-other", top_k=3) == []
+
+    # And every filter applies as it does in Neo4j
+    everything = {"query": "anything", "user_id": tenant, "top_k": 10}
+    assert degraded_search(api, **everything, filters={"project_id": "sea"}) == ["tides"]
+    assert set(degraded_search(api, **everything, filters={"tags": ["science", "paris"]})) == {
+        "photosynthesis",
+        "tides",
+        "eiffel",
+    }
+    assert set(degraded_search(api, **everything, filters={"memory_types": ["note"]})) == {
+        "sourdough",
+        "eiffel",
+    }
+    assert degraded_search(api, **everything, filters={"document_id": "eiffel"}) == ["eiffel"]
+    in_range = {"from_date": "2021-01-01T00:00:00Z", "to_date": "2023-12-31T00:00:00Z"}
+    assert set(degraded_search(api, **everything, filters=in_range)) == {"tides", "eiffel"}
+    assert degraded_search(api, **everything, filters={"from_date": "2999-01-01T00:00:00Z"}) == []
+
+    # And the threshold cuts on the same cosine
+    assert degraded_search(api, query=LEAVES, user_id=tenant, top_k=10, threshold=0.99) == []
+
+
+def test_neo4j_and_the_fallback_down_is_a_prompt_503_naming_both(
+    api: TestClient, settings: Settings, tenant: str, neo4j_down_for_queries: Workers
+) -> None:
+    # Given Neo4j unreachable for queries and no worker serving the fallback queue
+    neo4j_down_for_queries.stop("write")
+
+    # When a tenant searches
+    status, answer, elapsed = timed_search(api, query=LEAVES, user_id=tenant, top_k=3)
+
+    # Then a 503 names both, well before the search timeout
+    assert status == 503, answer
+    assert "neo4j" in answer["service"] and "qdrant" in answer["service"]
+    assert "neo4j" in answer["detail"] and "qdrant" in answer["detail"]
+    assert elapsed < settings.search_timeout_s / 2
