@@ -80,6 +80,15 @@ def _parser() -> argparse.ArgumentParser:
     forget.add_argument("--all", action="store_true", help="every memory of the tenant")
     forget.set_defaults(run=_forget)
 
+    replay = commands.add_parser(
+        "replay", help="re-drive documents that failed for good, from what is staged"
+    )
+    replay.add_argument(
+        "document_ids", nargs="*", metavar="DOCUMENT_ID", help="these (with --user), else every failed one"
+    )
+    replay.add_argument("--user", dest="user_id", help="the tenant of the documents named")
+    replay.set_defaults(run=_replay)
+
     listing = commands.add_parser("list", help="list a tenant's memories, a page at a time")
     _scope_arguments(listing, user_required=True)
     _filter_arguments(listing)
@@ -239,6 +248,14 @@ def _forget(args: argparse.Namespace) -> int:
         gone = f"{result.memories} memories deleted from {where}" if result.memories else "nothing found"
         print(f"{what}: {gone}")
     return 1 if any(result.memories == 0 for _, result in results) else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    report = EngramClient().replay(args.user_id, args.document_ids)
+    print(f"re-driven: {report.write} to the write stage, {report.embed} to the embed stage")
+    if report.not_staged:
+        print(f"{len(report.not_staged)} failed documents have nothing staged: post them again")
+    return 1 if report.not_staged else 0
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -36,10 +36,12 @@ from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, translated_errors
 from shared.services.lifecycle import Lifecycle
 from shared.services.refs import DocRef
+from shared.services.replay import Replay, ReplayReport, Stage
 from shared.settings import Settings, get_settings
+from shared.staging import Staging
 from shared.stores.neo4j import Neo4jStore
 from shared.versions import VersionClock
-from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK, SYNC_TASK
+from workers.app import CHUNK_TASK, EMBED_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK, SYNC_TASK, WRITE_TASK
 from workers.app import app as default_app
 
 
@@ -213,6 +215,32 @@ class EngramClient:
     def delete_where(self, user_id: str, filters: SearchFilters, everything: bool = False) -> DeleteResult:
         self.ping()
         return self._lifecycle().delete_where(user_id, filters, everything)
+
+    def replay(self, user_id: str | None = None, document_ids: Sequence[str] = ()) -> ReplayReport:
+        """Re-drives failed documents (these, or every failed one) from what is staged."""
+        self.ping()
+        if document_ids:
+            if user_id is None:
+                raise InvalidInput("replaying named documents needs their tenant")
+            keys = [document_key(user_id, d) for d in document_ids]
+            found = {
+                k: r
+                for k, r in zip(keys, self._progress.records(keys), strict=True)
+                if r and r.state == "failed"
+            }
+        else:
+            found = self._progress.failed()
+        return Replay(
+            Staging(self._redis, self.settings.staging_ttl_s), self._progress, self._send_stage
+        ).run(found)
+
+    def _send_stage(self, stage: Stage, batch_id: str, documents: list[DocRef]) -> None:
+        with queue_errors():
+            self._app.send_task(
+                WRITE_TASK if stage == "write" else EMBED_TASK,
+                args=(batch_id,),
+                kwargs={"documents": documents},
+            )
 
     def _lifecycle(self) -> Lifecycle:
         return Lifecycle(self._store(), self._versions.next, self._sync_removed)

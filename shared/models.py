@@ -96,7 +96,7 @@ class Memory(BaseModel):
     vector and the sync state) and, the same fields, the Qdrant point's payload."""
 
     id: str
-    document_key: str
+    document_key: str = ""
     document_id: str
     user_id: str
     chunk_index: int

@@ -31,7 +31,8 @@ RANK: dict[str, int] = {
     "deleted": 4,
 }
 
-# KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl.
+# KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl,
+# batch ('' keeps the recorded one), force ('1': same version, any rank — a replay).
 _SET = """
 local n = #KEYS
 for i = 1, n do
@@ -39,9 +40,11 @@ for i = 1, n do
     local current = redis.call('HMGET', KEYS[i], 'version', 'rank')
     local cv, cr = tonumber(current[1]), tonumber(current[2])
     local rank = tonumber(ARGV[n + 2])
-    if cv == nil or version > cv or (version == cv and rank >= (cr or 0)) then
+    local force = ARGV[n + 7] == '1' and version == cv
+    if force or cv == nil or version > cv or (version == cv and rank >= (cr or 0)) then
         redis.call('HSET', KEYS[i], 'version', ARGV[i], 'state', ARGV[n + 1], 'rank', ARGV[n + 2],
                    'error', ARGV[n + 3], 'updated_at', ARGV[n + 4])
+        if ARGV[n + 6] ~= '' then redis.call('HSET', KEYS[i], 'batch', ARGV[n + 6]) end
         redis.call('EXPIRE', KEYS[i], ARGV[n + 5])
     end
 end
@@ -55,6 +58,8 @@ class ProgressRecord:
     version: int
     error: str | None
     updated_at: datetime
+    batch: str | None = None
+    """The staged batch the document was last in: what ``engram replay`` re-drives."""
 
 
 class Progress:
@@ -64,14 +69,21 @@ class Progress:
         self._set = client.register_script(_SET)
 
     def set(
-        self, documents: Iterable[tuple[str, int]], state: DocumentState, error: str | None = None
+        self,
+        documents: Iterable[tuple[str, int]],
+        state: DocumentState,
+        error: str | None = None,
+        batch: str | None = None,
+        force: bool = False,
     ) -> None:
-        """Records ``state`` for each (document key, version), unless it would move it backwards."""
+        """Records ``state`` for each (document key, version), unless it would move it backwards;
+        ``force`` moves a record of the same version back (a replay re-drives a failed one)."""
         pairs = list(documents)
         for start in range(0, len(pairs), 500):
             part = pairs[start : start + 500]
             args = [str(version) for _, version in part]
             args += [state, str(RANK[state]), error or "", utc_now().isoformat(), str(self._ttl_s)]
+            args += [batch or "", "1" if force else "0"]
             with translated_errors():
                 self._set(keys=[_PREFIX + key for key, _ in part], args=args)
 
@@ -87,6 +99,20 @@ class Progress:
     def get(self, key: str) -> ProgressRecord | None:
         return self.records([key])[0]
 
+    def failed(self, limit: int = 100_000) -> dict[str, ProgressRecord]:
+        """Every document recorded failed (a scan: for replays, not for hot paths)."""
+        found: dict[str, ProgressRecord] = {}
+        with translated_errors():
+            keys = [raw.decode() for raw in self._redis.scan_iter(match=_PREFIX + "*", count=1000)]
+        for start in range(0, len(keys), 1000):
+            part = [key.removeprefix(_PREFIX) for key in keys[start : start + 1000]]
+            for key, record in zip(part, self.records(part), strict=True):
+                if record is not None and record.state == "failed":
+                    found[key] = record
+                    if len(found) >= limit:
+                        return found
+        return found
+
 
 def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
     if not raw:
@@ -97,4 +123,5 @@ def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
         version=int(fields.get("version") or 0),
         error=fields.get("error") or None,
         updated_at=datetime.fromisoformat(fields["updated_at"]),
+        batch=fields.get("batch") or None,
     )

@@ -8,6 +8,8 @@ from workers.app import RECONCILE_TASK, app
 from workers.stage import container
 
 
-@app.task(name=RECONCILE_TASK)
+# Acknowledged on receipt: a pass over a large store may outlast the visibility timeout, and a
+# pass lost with its worker is simply the next scheduled one.
+@app.task(name=RECONCILE_TASK, acks_late=False)
 def run(dry_run: bool = False, scheduled: bool = False) -> dict[str, Any]:
     return container().reconciler.run(dry_run=dry_run, scheduled=scheduled).model_dump(mode="json")

@@ -12,6 +12,7 @@ the reason, so no document is left in a stage forever.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,14 +33,28 @@ from shared.settings import get_settings
 log = logging.getLogger(__name__)
 
 
+_container_lock = threading.Lock()
+
+
 @cache
 def container() -> Container:
-    """The worker process's composition root, made on first use after the fork."""
+    """The worker process's composition root, made on first use after the fork; once, even when
+    the first tasks of a thread pool ask at the same moment (a second one would open the embedded
+    Qdrant folder again, which fails)."""
+    with _container_lock:
+        return _one_container()
+
+
+@cache
+def _one_container() -> Container:
     return Container(get_settings())
 
 
 class StageTask(Task):  # type: ignore[misc]
     """Base of the ingest, embed and write tasks; their ``documents`` argument names the batch."""
+
+    # Retries are bounded by the policy's time budget, not by a count (``retrying`` below).
+    max_retries = None
 
     def on_failure(
         self,
@@ -50,9 +65,11 @@ class StageTask(Task):  # type: ignore[misc]
         einfo: ExceptionInfo,
     ) -> None:
         documents = batch_refs(args, kwargs)
+        batch = args[0] if args and isinstance(args[0], str) else task_id
         log.error("%s %s gave up on %d documents: %s", self.name, task_id, len(documents), exc)
+        reason = f"{self.name}: {type(exc).__name__}: {exc}"
         try:
-            container().progress.set(documents, "failed", f"{self.name}: {type(exc).__name__}: {exc}")
+            container().progress.set(documents, "failed", reason, batch=batch)
         except EngramError as record_error:
             log.error("could not record the failure of %s: %s", task_id, record_error)
 
@@ -91,4 +108,4 @@ def retrying(task: Task) -> Iterator[None]:
             raise
         log.warning("%s failed (%s); retrying in %.1f s", task.name, exc, countdown)
         kwargs = {**task.request.kwargs, "failing_since": first}
-        raise task.retry(exc=exc, countdown=countdown, kwargs=kwargs, max_retries=None) from exc
+        raise task.retry(exc=exc, countdown=countdown, kwargs=kwargs) from exc

@@ -68,17 +68,17 @@ class ChunkStage:
 
     def run(self, batch_id: str, batch: Sequence[Accepted]) -> ChunkResult:
         result = ChunkResult()
-        self._progress.set([a.ref for a in batch], "chunking")
+        self._progress.set([a.ref for a in batch], "chunking", batch=batch_id)
         staged: list[StagedDocument] = []
         for accepted in batch:
             try:
                 staged.append(self.stage_document(accepted))
             except InvalidInput as exc:
-                self._progress.set([accepted.ref], "failed", f"chunk: {exc}")
+                self._progress.set([accepted.ref], "failed", f"chunk: {exc}", batch=batch_id)
                 result.failed.append(accepted.ref)
         if staged:
             self._staging.put_documents(batch_id, staged)
             result.staged = [(doc.key, doc.version) for doc in staged]
             result.chunks = sum(len(doc.chunks) for doc in staged)
-            self._progress.set(result.staged, "embedding")
+            self._progress.set(result.staged, "embedding", batch=batch_id)
         return result

@@ -46,5 +46,5 @@ class EmbedStage:
             vectors = self._embedder.embed(texts[start : start + self._slice])
             self._staging.put_vector_slice(batch_id, start, self._embedder.model_name, vectors)
             embedded += len(vectors)
-        self._progress.set([(doc.key, doc.version) for doc in documents], "writing")
+        self._progress.set([(doc.key, doc.version) for doc in documents], "writing", batch=batch_id)
         return EmbedResult(complete=True, chunks=len(texts), embedded_now=embedded)

@@ -18,4 +18,11 @@ def refs(pairs: Iterable[Sequence[object]]) -> list[DocRef]:
 class ProgressLog(Protocol):
     """Where documents stand (``shared.progress.Progress``)."""
 
-    def set(self, documents: Iterable[DocRef], state: DocumentState, error: str | None = None) -> None: ...
+    def set(
+        self,
+        documents: Iterable[DocRef],
+        state: DocumentState,
+        error: str | None = None,
+        batch: str | None = None,
+        force: bool = False,
+    ) -> None: ...

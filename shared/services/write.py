@@ -69,9 +69,11 @@ class WriteStage:
         report.sync = self._syncer.sync(outcome.memory_ids + outcome.removed_ids)
         versions = {doc.key: doc.version for doc in documents}
         # A stale document is done too: a newer version of it is (or will be) what is stored.
-        self._progress.set([(key, versions[key]) for key in outcome.written + outcome.stale], "done")
+        self._progress.set(
+            [(key, versions[key]) for key in outcome.written + outcome.stale], "done", batch=batch_id
+        )
         for ref, reason in refused:
-            self._progress.set([ref], "failed", f"write: {reason}")
+            self._progress.set([ref], "failed", f"write: {reason}", batch=batch_id)
         self._staging.finish(batch_id)
         return report
 

@@ -248,3 +248,29 @@ def test_a_document_the_model_cannot_read_fails_alone(api: TestClient, tenant: s
     assert statuses["good"]["state"] == "done" and statuses["good"]["vector_sync"]["synced"] == 1
     assert statuses["bad"]["state"] == "failed"
     assert "no text the model can read" in statuses["bad"]["error"]
+
+
+def test_a_document_that_failed_for_good_is_replayed_from_staging(
+    api: TestClient, neo4j_driver: neo4j.Driver, workers: Workers, settings: Settings, tenant: str
+) -> None:
+    # Given a write worker that cannot reach Neo4j and has no retry budget: the write fails for good
+    workers.restart("write", ENGRAM_NEO4J_URI="bolt://127.0.0.1:9", ENGRAM_TASK_RETRY_BUDGET_S="0")
+    try:
+        post_documents(api, [{"user_id": tenant, "id": key, "text": text} for key, text in FACTS.items()])
+        statuses = wait_until_finished(api, tenant, list(FACTS))
+    finally:
+        workers.restart("write")
+    assert all(s["state"] == "failed" and "neo4j" in s["error"] for s in statuses.values())
+
+    # When the failed documents are replayed, with Neo4j reachable again
+    client = EngramClient(settings)
+    try:
+        report = client.replay(tenant, list(FACTS))
+    finally:
+        client.close()
+
+    # Then they are re-driven from the staged vectors, and land in both stores
+    assert report.write == len(FACTS) and report.not_staged == []
+    statuses = wait_until_finished(api, tenant, list(FACTS))
+    assert all(s["state"] == "done" and s["vector_sync"]["synced"] == 1 for s in statuses.values())
+    assert len(assert_parity(neo4j_driver, workers, settings, tenant)) == len(FACTS)
