@@ -86,12 +86,28 @@ class Staging:
             return None
         return models.pop(), np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
+    def exclude(self, batch_id: str, keys: list[str]) -> None:
+        """Documents of the batch that failed alone (the embedder refused them): not written."""
+        if not keys:
+            return
+        key = _key(batch_id, "excluded")
+        with translated_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.sadd(key, *keys)
+            pipe.expire(key, self._ttl_s)
+            pipe.execute()
+
+    def excluded(self, batch_id: str) -> set[str]:
+        with translated_errors():
+            members = cast(set[bytes], self._redis.smembers(_key(batch_id, "excluded")))
+        return {member.decode() for member in members}
+
     def finish(self, batch_id: str) -> None:
         """Drops the batch and remembers for a while that it was written, for redeliveries."""
         with translated_errors():
             pipe = self._redis.pipeline(transaction=True)
             pipe.set(_key(batch_id, "written"), "1", ex=self._ttl_s)
-            pipe.delete(_key(batch_id, "documents"), _key(batch_id, "vectors"))
+            pipe.delete(_key(batch_id, "documents"), _key(batch_id, "vectors"), _key(batch_id, "excluded"))
             pipe.execute()
 
     def is_finished(self, batch_id: str) -> bool:

@@ -12,13 +12,16 @@ from kombu.entity import Queue
 from shared.settings import get_settings
 
 INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
-QUEUES = (INGEST, EMBED, WRITE, QUERY, RECONCILE)
+FALLBACK = "fallback"
+"""Searches of the embedded Qdrant folder, served by its owner (the write worker) for query workers."""
+QUEUES = (INGEST, EMBED, WRITE, QUERY, RECONCILE, FALLBACK)
 
 CHUNK_TASK = "engram.ingest.chunk_documents"
 EMBED_TASK = "engram.embed.embed_batch"
 WRITE_TASK = "engram.write.write_batch"
 SYNC_TASK = "engram.write.sync_memories"
 SEARCH_TASK = "engram.query.search"
+FALLBACK_TASK = "engram.fallback.search"
 RECONCILE_TASK = "engram.reconcile.run"
 
 TASK_MODULES = [
@@ -27,6 +30,7 @@ TASK_MODULES = [
     "workers.write",
     "workers.query",
     "workers.reconcile",
+    "workers.fallback",
 ]
 
 
@@ -43,6 +47,7 @@ def make_app() -> Celery:
             WRITE_TASK: {"queue": WRITE},
             SYNC_TASK: {"queue": WRITE},
             SEARCH_TASK: {"queue": QUERY},
+            FALLBACK_TASK: {"queue": FALLBACK},
             RECONCILE_TASK: {"queue": RECONCILE},
         },
         task_serializer="json",

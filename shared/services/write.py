@@ -51,11 +51,13 @@ class WriteStage:
             raise StagingMissing(f"batch {batch_id} has no staged documents or vectors to write")
         model, vectors = staged_vectors
         self._graph.ensure_schema(model, int(vectors.shape[1]))
+        excluded = self._staging.excluded(batch_id)
         writes: list[DocumentWrite] = []
         position = 0
         for doc in documents:
             count = len(doc.chunks)
-            writes.append(DocumentWrite(doc, vectors[position : position + count].tolist(), model))
+            if doc.key not in excluded:  # refused by the embedder, already recorded failed
+                writes.append(DocumentWrite(doc, vectors[position : position + count].tolist(), model))
             position += count
 
         outcome, refused = self._write_isolating(writes)

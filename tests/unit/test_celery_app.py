@@ -15,6 +15,7 @@ from shared.settings import Settings, get_settings
 from workers.app import (
     CHUNK_TASK,
     EMBED_TASK,
+    FALLBACK_TASK,
     QUEUES,
     RECONCILE_TASK,
     SEARCH_TASK,
@@ -51,7 +52,7 @@ def test_one_queue_per_stage() -> None:
     names = [queue.name for queue in app.conf.task_queues]
 
     assert names == list(QUEUES)
-    assert set(names) == {"ingest", "embed", "write", "query", "reconcile"}
+    assert set(names) == {"ingest", "embed", "write", "query", "reconcile", "fallback"}
     assert app.conf.task_default_queue in names
 
 
@@ -63,6 +64,7 @@ def test_every_task_is_routed_to_its_stage_queue() -> None:
         EMBED_TASK: {"queue": "embed"},
         WRITE_TASK: {"queue": "write"},
         SYNC_TASK: {"queue": "write"},
+        FALLBACK_TASK: {"queue": "fallback"},
         SEARCH_TASK: {"queue": "query"},
         RECONCILE_TASK: {"queue": "reconcile"},
     }

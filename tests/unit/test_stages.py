@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import fakeredis
 import numpy as np
 import pytest
 
 from shared.chunking import Chunker
-from shared.errors import StagingMissing
+from shared.embedding.base import Vectors
+from shared.errors import EmbeddingRejected, StagingMissing
 from shared.ids import document_key
 from shared.models import DocumentIn
 from shared.progress import Progress
@@ -288,3 +289,37 @@ def test_a_write_with_vectors_missing_is_staging_missing(pipeline: Pipeline) -> 
 
     with pytest.raises(StagingMissing):
         pipeline.stage.run("b")
+
+
+class RefusingEmbedder(FakeEmbedder):
+    """Refuses any call holding a text it does not take, as an HTTP backend's 4xx would."""
+
+    def __init__(self, refused: str) -> None:
+        super().__init__()
+        self.refused = refused
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if self.refused in texts:
+            raise EmbeddingRejected(f"HTTP 400: input {self.refused!r} refused")
+        return super().embed(texts)
+
+
+def test_a_text_the_embedder_refuses_fails_its_document_alone(staging: Staging, progress: Progress) -> None:
+    # Given a batch of three documents, one holding a text the embedder refuses
+    docs = [staged("a", 3, ["a1", "a2"]), staged("bad", 3, ["poison"]), staged("c", 3, ["c1"])]
+    staging.put_documents("b", docs)
+    embedder = RefusingEmbedder("poison")
+
+    # When the batch is embedded, then written
+    result = EmbedStage(embedder, staging, progress, slice_size=8).run("b", time.monotonic() + 60)
+    clock = Clock()
+    graph, space = FakeGraph(clock), FakeVectorSpace()
+    report = WriteStage(graph, Syncer(graph, space, clock), staging, progress).run("b")
+
+    # Then the others are embedded, written and synced; only that one is recorded failed, and not written
+    assert result.complete and result.chunks == 4
+    assert (report.written, report.memories, report.sync.synced) == (2, 3, 3)
+    assert set(graph.documents) == {docs[0].key, docs[2].key}
+    records = progress.records([d.key for d in docs])
+    assert [r.state if r else None for r in records] == ["done", "failed", "done"]
+    assert records[1] is not None and records[1].error is not None and "poison" in records[1].error
