@@ -12,11 +12,12 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from producers import health
 from producers.client import EngramClient
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.models import (
@@ -78,10 +79,16 @@ async def search_timeout(_: Request, exc: SearchTimeout) -> JSONResponse:
     return JSONResponse(status_code=504, content={"detail": str(exc)})
 
 
-@app.get("/healthz")
-async def healthz() -> dict[str, str]:
-    await run_in_threadpool(client().ping)
-    return {"status": "ok"}
+@lru_cache(maxsize=1)
+def probes() -> health.Probes:
+    return health.default_probes(get_settings())
+
+
+@app.get("/healthz", response_model=health.Health, responses={503: {"model": health.Health}})
+async def healthz(checks: Annotated[health.Probes, Depends(probes)]) -> JSONResponse:
+    """Each service, checked at once within about a second; 503 when Redis is down."""
+    report = await health.check(checks)
+    return JSONResponse(status_code=report.http_status, content=report.model_dump(mode="json"))
 
 
 @app.post("/api/documents", status_code=202, response_model=IngestAccepted)
