@@ -252,6 +252,16 @@ def _read(path: Path) -> bytes:
         return b""
 
 
+def _absolute(process: Path, arg: str) -> str:
+    """An argument as an absolute path, read from the process's own working directory."""
+    if arg.startswith("/"):
+        return arg
+    try:
+        return os.path.normpath(Path(os.readlink(process / "cwd")) / arg)
+    except OSError:
+        return arg
+
+
 def leftovers(data_dir: Path) -> list[tuple[int, str]]:
     """Processes ops/ started for this data dir that still run: anything from this checkout's .venv
     whose ENGRAM_DATA_DIR is this one, and the Redis and Neo4j launcher of this data dir."""
@@ -264,7 +274,7 @@ def leftovers(data_dir: Path) -> list[tuple[int, str]]:
         args = [arg.decode(errors="replace") for arg in _read(entry / "cmdline").split(b"\0") if arg]
         if not args or _read(entry / "stat").split(b") ")[-1][:1] == b"Z":
             continue
-        if any(arg.startswith(venv) for arg in args[:2]):
+        if any(_absolute(entry, arg).startswith(venv) for arg in args[:2]):
             environ = dict(
                 item.decode(errors="replace").partition("=")[::2]
                 for item in _read(entry / "environ").split(b"\0")
