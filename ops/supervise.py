@@ -3,6 +3,7 @@
     .venv/bin/python ops/supervise.py config     # supervisord.conf for this data dir, on stdout
     .venv/bin/python ops/supervise.py wait       # until every program runs and answers
     .venv/bin/python ops/supervise.py leftovers  # what ops/ started for this data dir and still runs
+    .venv/bin/python ops/supervise.py leftovers --programs  # only workers, beat, app: any is an orphan
 
 supervisord runs the programs directly (no shell in between), restarts one that dies, and stops
 each with its process group. Its socket, pid file and logs are in the data dir, so the demo
@@ -262,36 +263,44 @@ def _absolute(process: Path, arg: str) -> str:
         return arg
 
 
-def leftovers(data_dir: Path) -> list[tuple[int, str]]:
+def _environ(process: Path) -> dict[str, str]:
+    items = _read(process / "environ").split(b"\0")
+    return dict(item.decode(errors="replace").partition("=")[::2] for item in items if b"=" in item)
+
+
+def _started_here(process: Path, args: list[str], data_dir: Path, programs_only: bool) -> bool:
+    """Whether ops/ started this process for this data dir (programs_only: one supervisord runs)."""
+    launched = [_absolute(process, arg) for arg in args[:2]]
+    if any(path.startswith(f"{VENV}/") for path in launched):
+        if programs_only and not (
+            f"{VENV}/bin/celery" in launched or (f"{VENV}/bin/engram" in launched and "serve" in args)
+        ):
+            return False
+        return Path(_environ(process).get("ENGRAM_DATA_DIR", "/nonexistent")).absolute() == data_dir
+    if programs_only:
+        return False
+    if "engram.Neo4jServer" in args:
+        return str(data_dir / "neo4j") in args
+    if "redis-server" in args[0]:  # Redis works in its --dir
+        try:
+            return Path(os.readlink(process / "cwd")) == data_dir / "redis"
+        except OSError:
+            return False
+    return False
+
+
+def leftovers(data_dir: Path, programs_only: bool = False) -> list[tuple[int, str]]:
     """Processes ops/ started for this data dir that still run: anything from this checkout's .venv
     whose ENGRAM_DATA_DIR is this one, and the Redis and Neo4j launcher of this data dir."""
-    data_dir = data_dir.absolute()
-    venv = f"{VENV}/"
     found: list[tuple[int, str]] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit() or int(process.name) == os.getpid():
             continue
-        args = [arg.decode(errors="replace") for arg in _read(entry / "cmdline").split(b"\0") if arg]
-        if not args or _read(entry / "stat").split(b") ")[-1][:1] == b"Z":
+        args = [arg.decode(errors="replace") for arg in _read(process / "cmdline").split(b"\0") if arg]
+        if not args or _read(process / "stat").split(b") ")[-1][:1] == b"Z":  # gone, or a zombie
             continue
-        if any(_absolute(entry, arg).startswith(venv) for arg in args[:2]):
-            environ = dict(
-                item.decode(errors="replace").partition("=")[::2]
-                for item in _read(entry / "environ").split(b"\0")
-                if b"=" in item
-            )
-            ours = Path(environ.get("ENGRAM_DATA_DIR", "/nonexistent")).absolute() == data_dir
-        elif "engram.Neo4jServer" in args:
-            ours = str(data_dir / "neo4j") in args
-        elif "redis-server" in args[0]:
-            try:
-                ours = Path(os.readlink(entry / "cwd")) == data_dir / "redis"
-            except OSError:
-                ours = False
-        else:
-            ours = False
-        if ours:
-            found.append((int(entry.name), " ".join(args)[:200]))
+        if _started_here(process, args, data_dir.absolute(), programs_only):
+            found.append((int(process.name), " ".join(args)[:200]))
     return sorted(found)
 
 
@@ -303,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("config", help="print supervisord.conf for this data dir")
     waiting = commands.add_parser("wait", help="wait until every program runs and answers")
     waiting.add_argument("--timeout", type=float, default=180.0)
-    commands.add_parser("leftovers", help="list what ops/ started here and still runs; exit 1 if any")
+    left = commands.add_parser("leftovers", help="list what ops/ started here and still runs; exit 1 if any")
+    left.add_argument("--programs", action="store_true", help="only what supervisord would run")
     args = parser.parse_args(argv)
 
     settings = get_settings()
@@ -312,12 +322,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "wait":
         return wait(settings, args.timeout)
-    left = leftovers(settings.data_dir)
-    if left:
+    found = leftovers(settings.data_dir, programs_only=args.programs)
+    if found:
         print(f"still running for {settings.data_dir.absolute()}:")
-        for pid, command in left:
+        for pid, command in found:
             print(f"  {pid:>7}  {command}")
-    return 1 if left else 0
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

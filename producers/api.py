@@ -47,6 +47,8 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     yield
     if client.cache_info().currsize:
         client().close()
+    if probes.cache_info().currsize:
+        probes().close()
 
 
 app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan)

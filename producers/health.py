@@ -16,7 +16,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal, TypeVar
 
 import httpx
@@ -59,14 +58,20 @@ class Health(BaseModel):
         return 503 if self.status == "down" else 200
 
 
+def _nothing_to_close() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Probes:
-    """One blocking check per service; a probe raises when its service is down."""
+    """One blocking check per service; a probe raises when its service is down. ``close`` lets go
+    of the clients the probes hold."""
 
     redis: Callable[[], ServiceHealth]
     neo4j: Callable[[], ServiceHealth]
     qdrant: Callable[[], ServiceHealth]
     workers: Callable[[], WorkersHealth]
+    close: Callable[[], None] = _nothing_to_close
 
 
 H = TypeVar("H", bound=ServiceHealth)
@@ -119,7 +124,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
 
 
-# The real probes. Clients are made once per process, with timeouts within the bound.
+# The real probes.
 
 
 def workers_health(replies: dict[str, list[dict[str, object]]], queues: tuple[str, ...]) -> WorkersHealth:
@@ -138,33 +143,25 @@ def workers_health(replies: dict[str, list[dict[str, object]]], queues: tuple[st
     )
 
 
-@lru_cache(maxsize=1)
-def _redis(url: str, timeout_s: float) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-
-
-@lru_cache(maxsize=1)
-def _neo4j(uri: str, user: str, password: str, timeout_s: float) -> neo4j.Driver:
-    return neo4j.GraphDatabase.driver(
-        uri,
-        auth=(user, password),
-        connection_timeout=timeout_s,
-        connection_acquisition_timeout=timeout_s,
+def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[str, ...] = QUEUES) -> Probes:
+    """The real probes, with clients of their own (neither connects before its first check)."""
+    timeout = TIMEOUT_S
+    redis_client = redis.Redis.from_url(
+        settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    driver = neo4j.GraphDatabase.driver(
+        settings.neo4j_uri,
+        auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value()),
+        connection_timeout=timeout,
+        connection_acquisition_timeout=timeout,
         max_connection_pool_size=2,
     )
 
-
-def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[str, ...] = QUEUES) -> Probes:
-    timeout = TIMEOUT_S
-
     def redis_probe() -> ServiceHealth:
-        _redis(settings.redis_url, timeout).ping()
+        redis_client.ping()
         return ServiceHealth(status="up")
 
     def neo4j_probe() -> ServiceHealth:
-        driver = _neo4j(
-            settings.neo4j_uri, settings.neo4j_user, settings.neo4j_password.get_secret_value(), timeout
-        )
         # An auto-commit query: the driver does not retry it (execute_query would, for long).
         with driver.session(database=settings.neo4j_database) as session:
             session.run("RETURN 1").consume()
@@ -189,4 +186,10 @@ def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[
             replies = app.control.inspect(timeout=WORKERS_TIMEOUT_S, connection=connection).active_queues()
         return workers_health(replies or {}, queues)
 
-    return Probes(redis=redis_probe, neo4j=neo4j_probe, qdrant=qdrant_probe, workers=workers_probe)
+    def close() -> None:
+        driver.close()
+        redis_client.close()
+
+    return Probes(
+        redis=redis_probe, neo4j=neo4j_probe, qdrant=qdrant_probe, workers=workers_probe, close=close
+    )

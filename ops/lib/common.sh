@@ -146,6 +146,9 @@ services_start() {
         say "reusing the running supervisor; starting what is not running"
         supervisorctl_ start all || true # "already started" is not an error; wait below judges
     else
+        # Programs without their supervisor (it was killed) would meet their own second copies.
+        "$PY" "$ENGRAM_ROOT/ops/supervise.py" leftovers --programs ||
+            fail "the processes above run without their supervisor; stop them (kill PID) and start again"
         say "starting supervisord: the workers, beat and the HTTP app on 127.0.0.1:$ENGRAM_API_PORT"
         printf '%s\n' "$wanted" >"$SUPERVISOR_CONF"
         "$VENV/bin/supervisord" -c "$SUPERVISOR_CONF"

@@ -145,11 +145,12 @@ def test_checks_run_at_once_not_one_after_another() -> None:
 
 def test_embedded_qdrant_reports_its_folder_without_opening_it(tmp_path: Path) -> None:
     settings = Settings(_env_file=None, data_dir=tmp_path, qdrant_url=None)
-    probe = health.default_probes(settings).qdrant
+    probes = health.default_probes(settings)
 
-    before = probe()
+    before = probes.qdrant()
     (tmp_path / "qdrant").mkdir()
-    after = probe()
+    after = probes.qdrant()
+    probes.close()
 
     assert before.status == after.status == "embedded"
     assert "not created yet" in before.detail
