@@ -78,7 +78,7 @@ redis_port() {
 live_pid() {
     local pid
     [[ -f $1 ]] && read -r pid <"$1" 2>/dev/null && [[ $pid =~ ^[0-9]+$ ]] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" || return 1
+    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$2" || return 1
     echo "$pid"
 }
 
