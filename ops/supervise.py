@@ -204,6 +204,7 @@ def wait(settings: Settings, timeout_s: float) -> int:
     health_url = f"http://{host}:{settings.api_port}/healthz"
     deadline = time.monotonic() + timeout_s
     waiting: list[str] = ["supervisord"]
+    warned: set[int] = set()
     while time.monotonic() < deadline:
         try:
             infos = {info["name"]: info for info in _supervisor(paths).supervisor.getAllProcessInfo()}
@@ -220,9 +221,10 @@ def wait(settings: Settings, timeout_s: float) -> int:
         answering = _answering_workers([w.node for w in workers.values()])
         for name, worker in workers.items():
             pid = infos.get(name, {}).get("pid")
-            others = answering.get(worker.node, set()) - {pid}
+            others = answering.get(worker.node, set()) - {pid} - warned
             if others:
                 print(f"warning: {worker.node} also answers from pid {sorted(others)}, not started here")
+                warned |= others
             if pid not in answering.get(worker.node, set()) and name not in waiting:
                 waiting.append(name)
         if "api" not in waiting and not _answers(health_url):
