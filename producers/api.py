@@ -13,11 +13,12 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, HTTPException, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from producers import health
 from producers.client import EngramClient
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.models import (
@@ -51,6 +52,8 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     yield
     if client.cache_info().currsize:
         client().close()
+    if probes.cache_info().currsize:
+        probes().close()
 
 
 app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan)
@@ -83,10 +86,16 @@ async def search_timeout(_: Request, exc: SearchTimeout) -> JSONResponse:
     return JSONResponse(status_code=504, content={"detail": str(exc)})
 
 
-@app.get("/healthz")
-async def healthz() -> dict[str, str]:
-    await run_in_threadpool(client().ping)
-    return {"status": "ok"}
+@lru_cache(maxsize=1)
+def probes() -> health.Probes:
+    return health.default_probes(get_settings())
+
+
+@app.get("/healthz", response_model=health.Health, responses={503: {"model": health.Health}})
+async def healthz(checks: Annotated[health.Probes, Depends(probes)]) -> JSONResponse:
+    """Each service, checked at once within about a second; 503 when Redis is down."""
+    report = await health.check(checks)
+    return JSONResponse(status_code=report.http_status, content=report.model_dump(mode="json"))
 
 
 @app.post("/api/documents", status_code=202, response_model=IngestAccepted)

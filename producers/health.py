@@ -1,0 +1,195 @@
+"""``GET /healthz``: every service Engram depends on, checked at once, each within a bound.
+
+A probe is a blocking function that returns what it saw, or raises when the service is down. All
+probes run concurrently in threads and each is cut off after ``timeout_s``, so the answer comes
+within about a second whatever is down. The app never opens an embedded Qdrant folder (only one
+process may, the write worker): it reports that the folder exists.
+
+Redis down is fatal for the app (nothing can be queued): 503. Anything else down leaves it
+useful (documents are still accepted and wait in their queues): 200 with ``status: degraded``
+naming what is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import httpx
+import neo4j
+import redis
+from celery import Celery
+from pydantic import BaseModel, Field
+
+from shared.settings import Settings
+from workers.app import QUEUES
+from workers.app import app as default_app
+
+TIMEOUT_S = 1.0
+# A Celery broadcast waits out its whole timeout for replies: keep it under the bound.
+WORKERS_TIMEOUT_S = 0.5
+
+
+class ServiceHealth(BaseModel):
+    status: Literal["up", "down", "embedded"]
+    detail: str = ""
+    ms: float = Field(0.0, description="How long the check took.")
+
+
+class WorkersHealth(ServiceHealth):
+    queues: dict[str, list[str]] = Field(
+        default_factory=dict, description="Each queue and the workers consuming it."
+    )
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded", "down"]
+    down: list[str] = Field(description="Services down, and workers:<queue> for a queue nobody serves.")
+    redis: ServiceHealth
+    neo4j: ServiceHealth
+    qdrant: ServiceHealth
+    workers: WorkersHealth
+
+    @property
+    def http_status(self) -> int:
+        return 503 if self.status == "down" else 200
+
+
+def _nothing_to_close() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Probes:
+    """One blocking check per service; a probe raises when its service is down. ``close`` lets go
+    of the clients the probes hold."""
+
+    redis: Callable[[], ServiceHealth]
+    neo4j: Callable[[], ServiceHealth]
+    qdrant: Callable[[], ServiceHealth]
+    workers: Callable[[], WorkersHealth]
+    close: Callable[[], None] = _nothing_to_close
+
+
+H = TypeVar("H", bound=ServiceHealth)
+
+
+async def check(probes: Probes, timeout_s: float = TIMEOUT_S) -> Health:
+    redis_health, neo4j_health, qdrant_health, workers_health = await asyncio.gather(
+        _run(probes.redis, ServiceHealth, timeout_s),
+        _run(probes.neo4j, ServiceHealth, timeout_s),
+        _run(probes.qdrant, ServiceHealth, timeout_s),
+        _run(probes.workers, WorkersHealth, timeout_s),
+    )
+    down = [
+        name
+        for name, health in (("redis", redis_health), ("neo4j", neo4j_health), ("qdrant", qdrant_health))
+        if health.status == "down"
+    ]
+    if workers_health.status == "down" and not workers_health.queues:
+        down.append("workers")
+    down += [f"workers:{queue}" for queue, nodes in workers_health.queues.items() if not nodes]
+    status: Literal["ok", "degraded", "down"] = "ok"
+    if "redis" in down:
+        status = "down"
+    elif down:
+        status = "degraded"
+    return Health(
+        status=status,
+        down=down,
+        redis=redis_health,
+        neo4j=neo4j_health,
+        qdrant=qdrant_health,
+        workers=workers_health,
+    )
+
+
+async def _run(probe: Callable[[], H], kind: type[H], timeout_s: float) -> H:
+    started = time.perf_counter()
+    try:
+        result = await asyncio.wait_for(asyncio.to_thread(probe), timeout_s)
+    except TimeoutError:
+        result = kind(status="down", detail=f"no answer within {timeout_s:g} s")
+    except Exception as exc:  # any failure of a probe means its service is down
+        result = kind(status="down", detail=_first_line(exc))
+    result.ms = round((time.perf_counter() - started) * 1000, 1)
+    return result
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
+
+
+# The real probes.
+
+
+def workers_health(replies: dict[str, list[dict[str, object]]], queues: tuple[str, ...]) -> WorkersHealth:
+    """From Celery's ``active_queues`` replies (worker -> queues it consumes) to queue -> workers."""
+    served: dict[str, list[str]] = {queue: [] for queue in queues}
+    for node, consumed in sorted(replies.items()):
+        for queue in consumed:
+            name = queue.get("name")
+            if isinstance(name, str) and name in served:
+                served[name].append(node)
+    missing = [queue for queue, nodes in served.items() if not nodes]
+    return WorkersHealth(
+        status="down" if missing else "up",
+        detail=f"no worker consumes {', '.join(missing)}" if missing else "",
+        queues=served,
+    )
+
+
+def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[str, ...] = QUEUES) -> Probes:
+    """The real probes, with clients of their own (neither connects before its first check)."""
+    timeout = TIMEOUT_S
+    redis_client = redis.Redis.from_url(
+        settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    driver = neo4j.GraphDatabase.driver(
+        settings.neo4j_uri,
+        auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value()),
+        connection_timeout=timeout,
+        connection_acquisition_timeout=timeout,
+        max_connection_pool_size=2,
+    )
+
+    def redis_probe() -> ServiceHealth:
+        redis_client.ping()
+        return ServiceHealth(status="up")
+
+    def neo4j_probe() -> ServiceHealth:
+        # An auto-commit query: the driver does not retry it (execute_query would, for long).
+        with driver.session(database=settings.neo4j_database) as session:
+            session.run("RETURN 1").consume()
+        return ServiceHealth(status="up")
+
+    def qdrant_probe() -> ServiceHealth:
+        if settings.qdrant_url is None:
+            folder = settings.qdrant_local_path
+            state = "exists" if folder.is_dir() else "is not created yet (no write so far)"
+            return ServiceHealth(status="embedded", detail=f"folder {folder} {state}")
+        headers = {"api-key": settings.qdrant_api_key.get_secret_value()} if settings.qdrant_api_key else {}
+        response = httpx.get(f"{settings.qdrant_url.rstrip('/')}/readyz", headers=headers, timeout=timeout)
+        if response.status_code != 200:
+            return ServiceHealth(status="down", detail=f"/readyz answered {response.status_code}")
+        return ServiceHealth(status="up")
+
+    def workers_probe() -> WorkersHealth:
+        # A connection of its own (one reused loses replies to the previous call's pending read),
+        # polling Redis every 0.1 s rather than 1 s, so closing it does not wait out a long read.
+        with app.connection_for_write(transport_options={"polling_interval": 0.1}) as connection:
+            connection.ensure_connection(max_retries=0)  # one try: a broadcast would retry for long
+            replies = app.control.inspect(timeout=WORKERS_TIMEOUT_S, connection=connection).active_queues()
+        return workers_health(replies or {}, queues)
+
+    def close() -> None:
+        driver.close()
+        redis_client.close()
+
+    return Probes(
+        redis=redis_probe, neo4j=neo4j_probe, qdrant=qdrant_probe, workers=workers_probe, close=close
+    )

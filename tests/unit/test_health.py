@@ -1,0 +1,197 @@
+"""/healthz: each service reported, checks concurrent and bounded, 503 only when Redis is down.
+
+The probes here are plain functions of our own that answer, fail or hang on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from producers import health
+from producers.health import Probes, ServiceHealth, WorkersHealth
+from shared.settings import Settings
+
+QUEUES = ("ingest", "embed", "write", "query", "reconcile")
+
+
+def up() -> ServiceHealth:
+    return ServiceHealth(status="up")
+
+
+def served(*missing: str) -> Callable[[], WorkersHealth]:
+    replies: dict[str, list[dict[str, object]]] = {
+        "all@host": [{"name": queue} for queue in QUEUES if queue not in missing],
+    }
+    return lambda: health.workers_health(replies, QUEUES)
+
+
+def failing(message: str) -> Callable[[], ServiceHealth]:
+    def probe() -> ServiceHealth:
+        raise ConnectionError(message)
+
+    return probe
+
+
+def probes(
+    redis: Callable[[], ServiceHealth] = up,
+    neo4j: Callable[[], ServiceHealth] = up,
+    qdrant: Callable[[], ServiceHealth] = up,
+    workers: Callable[[], WorkersHealth] | None = None,
+) -> Probes:
+    return Probes(redis=redis, neo4j=neo4j, qdrant=qdrant, workers=workers or served())
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Lets a hanging probe's thread end once the test is done with it."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def test_everything_up_is_ok_with_200() -> None:
+    report = asyncio.run(health.check(probes()))
+
+    assert report.status == "ok"
+    assert report.down == []
+    assert report.http_status == 200
+    assert report.workers.queues["write"] == ["all@host"]
+
+
+def test_neo4j_down_is_degraded_naming_it_and_still_200() -> None:
+    report = asyncio.run(health.check(probes(neo4j=failing("Connection refused to 127.0.0.1:7687"))))
+
+    assert report.status == "degraded"
+    assert report.down == ["neo4j"]
+    assert report.http_status == 200
+    assert report.neo4j.status == "down"
+    assert "Connection refused" in report.neo4j.detail
+    assert report.redis.status == "up"
+
+
+def test_redis_down_is_503() -> None:
+    report = asyncio.run(health.check(probes(redis=failing("Error 111 connecting"))))
+
+    assert report.status == "down"
+    assert "redis" in report.down
+    assert report.http_status == 503
+
+
+def test_a_queue_nobody_serves_is_named() -> None:
+    report = asyncio.run(health.check(probes(workers=served("embed"))))
+
+    assert report.status == "degraded"
+    assert report.down == ["workers:embed"]
+    assert report.workers.queues["embed"] == []
+    assert "embed" in report.workers.detail
+
+
+def test_workers_unreachable_are_down_as_a_whole() -> None:
+    def unreachable() -> WorkersHealth:
+        raise OSError("broker unreachable")
+
+    report = asyncio.run(health.check(probes(workers=unreachable)))
+
+    assert report.workers.status == "down"
+    assert "workers" in report.down
+
+
+def test_a_hanging_probe_is_cut_off_at_the_bound(release: threading.Event) -> None:
+    def hangs() -> ServiceHealth:
+        release.wait(10)
+        return up()
+
+    started = time.monotonic()
+    report = asyncio.run(_check_then_release(probes(neo4j=hangs), 0.2, release))
+
+    assert time.monotonic() - started < 1.0
+    assert report.neo4j.status == "down"
+    assert "no answer within 0.2 s" in report.neo4j.detail
+    assert report.status == "degraded"
+
+
+async def _check_then_release(checks: Probes, timeout_s: float, release: threading.Event) -> health.Health:
+    try:
+        return await health.check(checks, timeout_s=timeout_s)
+    finally:
+        release.set()  # else asyncio.run waits for the hanging thread on the way out
+
+
+def test_checks_run_at_once_not_one_after_another() -> None:
+    def slow() -> ServiceHealth:
+        time.sleep(0.3)
+        return up()
+
+    def slow_workers() -> WorkersHealth:
+        time.sleep(0.3)
+        return served()()
+
+    started = time.monotonic()
+    report = asyncio.run(
+        health.check(Probes(redis=slow, neo4j=slow, qdrant=slow, workers=slow_workers), timeout_s=1.0)
+    )
+
+    assert time.monotonic() - started < 0.6  # one after another would take 1.2 s
+    assert report.status == "ok"
+    assert report.redis.ms >= 300
+
+
+def test_embedded_qdrant_reports_its_folder_without_opening_it(tmp_path: Path) -> None:
+    settings = Settings(_env_file=None, data_dir=tmp_path, qdrant_url=None)
+    probes = health.default_probes(settings)
+
+    before = probes.qdrant()
+    (tmp_path / "qdrant").mkdir()
+    after = probes.qdrant()
+    probes.close()
+
+    assert before.status == after.status == "embedded"
+    assert "not created yet" in before.detail
+    assert after.detail.endswith("exists")
+    assert list((tmp_path / "qdrant").iterdir()) == []  # nothing opened or created in it
+
+
+def test_embedded_qdrant_is_not_counted_as_down() -> None:
+    report = asyncio.run(health.check(probes(qdrant=lambda: ServiceHealth(status="embedded"))))
+
+    assert report.status == "ok"
+
+
+# The HTTP endpoint, with the probes swapped through FastAPI's dependency overrides.
+
+
+@pytest.fixture
+def http() -> Iterator[Callable[[Probes], TestClient]]:
+    from producers import api
+
+    def client(checks: Probes) -> TestClient:
+        api.app.dependency_overrides[api.probes] = lambda: checks
+        return TestClient(api.app)
+
+    yield client
+    api.app.dependency_overrides.clear()
+
+
+def test_healthz_answers_200_with_the_typed_body(http: Callable[[Probes], TestClient]) -> None:
+    response = http(probes(neo4j=failing("refused"))).get("/healthz")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["down"] == ["neo4j"]
+    assert set(body) == {"status", "down", "redis", "neo4j", "qdrant", "workers"}
+    assert body["workers"]["queues"]["query"] == ["all@host"]
+
+
+def test_healthz_answers_503_when_redis_is_down(http: Callable[[Probes], TestClient]) -> None:
+    response = http(probes(redis=failing("refused"))).get("/healthz")
+
+    assert response.status_code == 503
+    assert response.json()["status"] == "down"
