@@ -133,7 +133,7 @@ def neo4j_down(context: Context) -> ScenarioResult:
 def redis_restart_queued(context: Context) -> ScenarioResult:
     """Redis restarts (``redis-cli shutdown``) while the tasks are only queued, nothing running."""
     trial = Trial(context, "redis-restart-queued")
-    context.stack.stop_worker("ingest")
+    context.stack.stop_worker("ingest", warm=True)
     trial.ingest(trial.documents())
     context.stack.redis_shutdown()
     context.stack.redis_start()
