@@ -165,7 +165,9 @@ class Trial:
         return False
 
     def settle(self) -> None:
-        """Until every document is done or failed, or nothing is left in flight, within the bound."""
+        """Until every document is done or failed and nothing is in flight, or nothing has been in
+        flight for 3 s, within the bound. A document's state alone is not enough: an older batch
+        finishing marks a newer ingestion of the same document done while it is still queued."""
         keys = [document_key(self.user_id, d) for d in sorted(self.sent_ids)]
         deadline = time.monotonic() + self.options.repair_timeout_s
         idle_since: float | None = None
@@ -178,7 +180,7 @@ class Trial:
                 states, backlog = None, -1
             if states is not None:
                 unfinished = len(keys) - states["done"] - states["failed"]
-                if unfinished == 0:
+                if unfinished == 0 and backlog == 0:
                     if states["failed"]:
                         self.note(f"{states['failed']} documents failed")
                     return
