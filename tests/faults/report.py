@@ -13,7 +13,7 @@ from tests.faults.trial import Options, ScenarioResult
 RECOVERY_SETTINGS = (
     "visibility_timeout_s",
     "task_time_limit_s",
-    "task_max_retries",
+    "task_retry_budget_s",
     "task_retry_backoff_max_s",
     "worker_soft_shutdown_timeout_s",
     "reconcile_grace_s",
