@@ -19,4 +19,5 @@ def search(request: dict[str, Any]) -> dict[str, Any]:
         parsed = SearchRequest.model_validate(request)
     except ValidationError as exc:
         raise InvalidInput(f"search request is malformed: {exc}") from exc
-    return container().searcher.search(parsed).model_dump(mode="json")
+    response: dict[str, Any] = container().searcher().search(parsed).model_dump(mode="json")
+    return response
