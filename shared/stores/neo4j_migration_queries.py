@@ -81,10 +81,13 @@ WHERE m.embedding_next_version = row.version AND m.embedding_next_model = $model
 SET m.embedding_next_synced = true
 """
 
+# Every page that re-embedded something counts; a page of an older run still in flight when a
+# new run began counts only in the totals.
 RECORD_PAGE = """
-MATCH (g:EngramSchema {id: 'migration'}) WHERE g.run = $run
+MATCH (g:EngramSchema {id: 'migration'})
+WITH g, CASE WHEN g.run = $run THEN 1 ELSE 0 END AS this_run
 SET g.pages = g.pages + 1, g.reembedded = g.reembedded + $reembedded,
-    g.run_pages = g.run_pages + 1, g.run_reembedded = g.run_reembedded + $reembedded
+    g.run_pages = g.run_pages + this_run, g.run_reembedded = g.run_reembedded + this_run * $reembedded
 """
 
 SET_PHASE = """
