@@ -35,13 +35,26 @@ from shared.models import (
 from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, translated_errors
 from shared.services.lifecycle import Lifecycle
+from shared.services.reembed import Progress as ReembedProgress
+from shared.services.reembed import Reembed, ShowProgress
 from shared.services.refs import DocRef
 from shared.services.replay import Replay, ReplayReport, Stage
 from shared.settings import Settings, get_settings
 from shared.staging import Staging
+from shared.stores.base import EmbeddingTarget, MigrationState
 from shared.stores.neo4j import Neo4jStore
 from shared.versions import VersionClock
-from workers.app import CHUNK_TASK, EMBED_TASK, QUEUES, RECONCILE_TASK, SEARCH_TASK, SYNC_TASK, WRITE_TASK
+from workers.app import (
+    CHUNK_TASK,
+    DROP_COLLECTION_TASK,
+    EMBED_TASK,
+    QUEUES,
+    RECONCILE_TASK,
+    REEMBED_TASK,
+    SEARCH_TASK,
+    SYNC_TASK,
+    WRITE_TASK,
+)
 from workers.app import app as default_app
 
 
@@ -308,6 +321,76 @@ class EngramClient:
             except celery.exceptions.TimeoutError as exc:
                 raise SearchTimeout(f"the reconciler did not report within {timeout_s:g} s") from exc
         return report
+
+    # A model migration (shared/services/reembed.py): this process's settings name the new model.
+
+    def embedding_target(self) -> EmbeddingTarget:
+        """The configured model, as a migration's target; its dimension probed if not set."""
+        s = self.settings
+        dimension = s.embedding_dimension
+        if dimension is None:
+            from shared.embedding import make_embedder
+
+            dimension = make_embedder(s).dimension
+        return EmbeddingTarget(
+            model=s.embedding_model,
+            dimension=dimension,
+            backend=s.embedding_backend,
+            url=s.embedding_url,
+            max_tokens=s.embedding_max_tokens,
+            tokenizer_path=None if s.embedding_tokenizer_path is None else str(s.embedding_tokenizer_path),
+            local_model_path=None if s.local_model_path is None else str(s.local_model_path),
+        )
+
+    def reembed(
+        self, show: ShowProgress, timeout_s: float = 24 * 3600.0, page_size: int | None = None
+    ) -> MigrationState:
+        """Starts or resumes the migration to the configured model and switches when complete."""
+        self.ping()
+        return self._reembed(page_size).run(self.embedding_target(), show, timeout_s)
+
+    def reembed_start(self, page_size: int | None = None) -> tuple[MigrationState, int]:
+        """Starts or resumes the migration and sends its pages; returns it and the pages sent."""
+        self.ping()
+        reembed = self._reembed(page_size)
+        migration = reembed.start(self.embedding_target())
+        return migration, reembed.send_pages(migration) if migration.phase == "running" else 0
+
+    def reembed_progress(self) -> ReembedProgress | None:
+        return self._reembed(None).progress()
+
+    def reembed_drop_old(self, timeout_s: float = 120.0) -> tuple[str, int]:
+        """Drops the old model's Qdrant collection once the migration is done; returns its model."""
+        self.ping()
+        migration = self._store().migration()
+        if migration is None or migration.phase != "done":
+            raise InvalidInput("no finished migration: the old collection is kept until the switch")
+        with queue_errors():
+            answer = self._app.send_task(DROP_COLLECTION_TASK, args=migration.source)
+            try:
+                answer.get(timeout=timeout_s, propagate=True)
+            except celery.exceptions.TimeoutError as exc:
+                raise SearchTimeout(
+                    f"the write worker did not drop the collection in {timeout_s:g} s"
+                ) from exc
+            finally:
+                answer.forget()
+        self._store().forget_source_model(utc_now())
+        return migration.source
+
+    def _reembed(self, page_size: int | None) -> Reembed:
+        s = self.settings
+        return Reembed(
+            self._store(),
+            self._send_reembed_page,
+            utc_now,
+            page_size=page_size or s.reembed_page_size,
+            switch_grace_s=s.model_check_interval_s + s.search_timeout_s,
+        )
+
+    def _send_reembed_page(self, run: int, ids: list[str]) -> None:
+        with queue_errors():
+            self._app.send_task(REEMBED_TASK, args=(run, ids))
 
     def _store(self) -> Neo4jStore:
         if self._neo4j is None:

@@ -8,6 +8,7 @@ build the services themselves from fakes; nothing else constructs stores or clie
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 
 import redis
 from neo4j import GraphDatabase
@@ -22,10 +23,12 @@ from shared.search import BackupCandidates, Searcher, VectorBackup
 from shared.services.chunk import ChunkStage
 from shared.services.embed import EmbedStage
 from shared.services.reconcile import Reconciler
+from shared.services.reembed import ReembedPages
 from shared.services.sync import Syncer
 from shared.services.write import WriteStage
 from shared.settings import Settings
 from shared.staging import Staging
+from shared.stores.base import EmbeddingTarget
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.qdrant import QdrantConnection, QdrantStore
 from shared.tokenizer import load_tokenizer
@@ -35,6 +38,7 @@ from shared.versions import VersionClock
 class Container:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._target_embedders: dict[EmbeddingTarget, Embedder] = {}
 
     # Connections and stores.
 
@@ -70,6 +74,24 @@ class Container:
     @cached_property
     def embedder(self) -> Embedder:
         return make_embedder(self.settings)
+
+    def embedder_for(self, target: EmbeddingTarget) -> Embedder:
+        """The embedder of a migration's target model: these settings with the target's model
+        fields in place of the configured ones (the API key stays this process's own)."""
+        if target not in self._target_embedders:
+            settings = self.settings.model_copy(
+                update={
+                    "embedding_backend": target.backend,
+                    "embedding_model": target.model,
+                    "embedding_url": target.url,
+                    "embedding_dimension": target.dimension,
+                    "embedding_max_tokens": target.max_tokens,
+                    "embedding_tokenizer_path": target.tokenizer_path and Path(target.tokenizer_path),
+                    "local_model_path": target.local_model_path and Path(target.local_model_path),
+                }
+            )
+            self._target_embedders[target] = make_embedder(settings)
+        return self._target_embedders[target]
 
     @cached_property
     def chunker(self) -> Chunker:
@@ -110,6 +132,10 @@ class Container:
             batch_size=s.reconcile_batch_size,
             scan_page=s.reconcile_scan_page,
         )
+
+    @cached_property
+    def reembed_pages(self) -> ReembedPages:
+        return ReembedPages(self.graph, self.vectors, self.embedder_for)
 
     @cached_property
     def search_graph(self) -> Neo4jStore:

@@ -50,6 +50,18 @@ class ServiceUnavailable(TransientError):
         return f"{message} ({self.hint})" if self.hint else message
 
 
+class ModelMigration(ServiceUnavailable):
+    """The store is moving to another embedding model, or has moved: this process's model is not
+    the one to use now. Retried (a worker waits for the switch, or for its restart with the new
+    model); a search answers 503 rather than compare vectors of two models.
+
+    Made as ``ModelMigration("model migration", detail)``, like its base, so Celery can rebuild it.
+    """
+
+    def __str__(self) -> str:
+        return f"model migration: {self.detail}"
+
+
 class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
@@ -77,6 +89,7 @@ __all__ = [
     "EngramError",
     "GraphStoreRejected",
     "InvalidInput",
+    "ModelMigration",
     "PermanentError",
     "SearchTimeout",
     "ServiceUnavailable",

@@ -90,7 +90,10 @@ class Candidate:
 class GraphCandidates(Protocol):
     """What the Searcher asks of the primary store (``Neo4jStore``)."""
 
-    def ensure_schema(self, model: str, dimension: int) -> None: ...
+    def check_search_model(self, model: str, dimension: int) -> None:
+        """Raises ``ModelMigration`` unless the store holds vectors of this model and is not
+        switching models (and makes the schema on a new store)."""
+        ...
 
     def vector_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any]
@@ -217,6 +220,7 @@ class Searcher:
         self._settings = settings
         self._backup = backup
         self._queries = QueryEmbeddingCache(embedder, settings.query_cache_size)
+        self._model_checked_until = 0.0
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
@@ -253,7 +257,7 @@ class Searcher:
 
     def _graph_candidates(self, request: SearchRequest, vector: list[float], top_k: int) -> list[Candidate]:
         s = self._settings
-        self._store.ensure_schema(self._embedder.model_name, self._embedder.dimension)
+        self._check_model()
         filters = filter_params(request)
         candidates = [
             Candidate(row["memory"], row["score"]) for row in self._vector_candidates(vector, top_k, filters)
@@ -263,6 +267,16 @@ class Searcher:
             rows = self._store.fulltext_candidates(text, vector, top_k * s.search_oversample, filters)
             candidates += [_text_candidate(row) for row in rows]
         return candidates
+
+    def _check_model(self) -> None:
+        """Vectors of two models are never compared: the store's model is read again at most
+        every ``model_check_interval_s`` (a migration's switch waits longer than that before it
+        changes a vector), and a refusal is never cached."""
+        now = time.monotonic()
+        if now < self._model_checked_until:
+            return
+        self._store.check_search_model(self._embedder.model_name, self._embedder.dimension)
+        self._model_checked_until = now + self._settings.model_check_interval_s
 
     def _backup_candidates(
         self,

@@ -129,6 +129,14 @@ class Settings(BaseSettings):
         default_factory=dict, description='Nudge per memory_type, as JSON: {"fact": 0.05}.'
     )
     query_cache_size: int = Field(1024, ge=0, description="Query embeddings cached per query worker.")
+    model_check_interval_s: float = Field(
+        2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."
+    )
+
+    # Model migration (engram reembed).
+    reembed_page_size: int = Field(
+        128, ge=1, le=4096, description="Memories re-embedded per task of a model migration."
+    )
 
     # Reconciler.
     reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")

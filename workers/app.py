@@ -20,6 +20,8 @@ CHUNK_TASK = "engram.ingest.chunk_documents"
 EMBED_TASK = "engram.embed.embed_batch"
 WRITE_TASK = "engram.write.write_batch"
 SYNC_TASK = "engram.write.sync_memories"
+REEMBED_TASK = "engram.write.reembed_page"
+DROP_COLLECTION_TASK = "engram.write.drop_collection"
 SEARCH_TASK = "engram.query.search"
 FALLBACK_TASK = "engram.fallback.search"
 RECONCILE_TASK = "engram.reconcile.run"
@@ -46,6 +48,8 @@ def make_app() -> Celery:
             EMBED_TASK: {"queue": EMBED},
             WRITE_TASK: {"queue": WRITE},
             SYNC_TASK: {"queue": WRITE},
+            REEMBED_TASK: {"queue": WRITE},
+            DROP_COLLECTION_TASK: {"queue": WRITE},
             SEARCH_TASK: {"queue": QUERY},
             FALLBACK_TASK: {"queue": FALLBACK},
             RECONCILE_TASK: {"queue": RECONCILE},

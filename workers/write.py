@@ -1,7 +1,8 @@
 """Stage 3, queue ``write``: Neo4j first, at each document's version, then Qdrant synced from it.
 
-Also on this queue: syncing given Memory ids (a delete's removed Memories), because in embedded
-mode only the process that owns the Qdrant folder may write to it.
+Also on this queue, because in embedded mode only the process that owns the Qdrant folder may
+write to it: syncing given Memory ids (a delete's removed Memories), and a model migration's
+pages (``engram reembed``) and the dropping of its old collection.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from celery import Task
 
-from workers.app import SYNC_TASK, WRITE_TASK, app
+from workers.app import DROP_COLLECTION_TASK, REEMBED_TASK, SYNC_TASK, WRITE_TASK, app
 from workers.stage import StageTask, container, retrying
 
 
@@ -43,3 +44,21 @@ def sync_memories(self: Task, ids: list[str]) -> dict[str, Any]:
         "failed": outcome.failed,
         "error": outcome.error,
     }
+
+
+@app.task(name=REEMBED_TASK, bind=True, max_retries=None)
+def reembed_page(self: Task, run: int, ids: list[str], failing_since: float | None = None) -> dict[str, Any]:
+    """Re-embeds one page of Memories with the migration's target model (shared/services/reembed.py)."""
+    with retrying(self):
+        report = container().reembed_pages.run(run, ids)
+    return {
+        "stale": report.stale,
+        "reembedded": report.reembedded,
+        "synced": report.synced,
+        "superseded": report.superseded,
+    }
+
+
+@app.task(name=DROP_COLLECTION_TASK)
+def drop_collection(model: str, dimension: int) -> dict[str, Any]:
+    return {"dropped": container().qdrant.drop(model, dimension)}

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from shared.errors import ConfigurationError, EngramError, ModelMigration
 from shared.models import (
+    Memory,
     MemoryRecord,
     PointState,
     SearchFilters,
@@ -174,5 +176,182 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+MigrationPhase = Literal["running", "switching", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingTarget:
+    """The model a migration re-embeds into, as the settings that make its embedder (an API key
+    is never stored: the worker's own ``ENGRAM_EMBEDDING_API_KEY`` is used)."""
+
+    model: str
+    dimension: int
+    backend: str = "local"
+    url: str | None = None
+    max_tokens: int = 256
+    tokenizer_path: str | None = None
+    local_model_path: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.model, self.dimension)
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationState:
+    """``(:EngramSchema {id: 'migration'})``: the last model migration, under way or done."""
+
+    source: tuple[str, int]
+    target: EmbeddingTarget
+    phase: MigrationPhase
+    run: int
+    """Bumped by every ``engram reembed``: pages sent by an earlier run are no-ops."""
+    started_at: datetime
+    switched_at: datetime | None = None
+    pages: int = 0
+    """Pages that re-embedded something, over every run."""
+    reembedded: int = 0
+    """Memories re-embedded, over every run (a Memory rewritten meanwhile counts again)."""
+    run_pages: int = 0
+    run_reembedded: int = 0
+    old_dropped_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReembedRow:
+    """A Memory as a re-embedding page reads it: its fields and its next vector so far."""
+
+    memory: Memory
+    next_vector: list[float] | None
+    next_model: tuple[str, int] | None
+    next_version: int | None
+    next_synced: bool
+
+    def next_current(self, target: EmbeddingTarget) -> bool:
+        """Its next vector is of the target model and of the version it holds now."""
+        return self.next_model == target.key and self.next_version == self.memory.version
+
+
+class MigrationStore(Protocol):
+    """Where a model migration keeps its state and its progress: on the Memories themselves."""
+
+    def stored_model(self) -> tuple[str, int] | None: ...
+
+    def migration(self) -> MigrationState | None: ...
+
+    def start_migration(
+        self, source: tuple[str, int], target: EmbeddingTarget, now: datetime
+    ) -> MigrationState:
+        """A new migration (when none is under way), else the same one at its next run."""
+        ...
+
+    def reembed_pending(self, target: EmbeddingTarget, after: str | None, limit: int) -> list[str]:
+        """Ids in id order whose next vector is not current and in the target's collection."""
+        ...
+
+    def reembed_progress(self, target: EmbeddingTarget) -> tuple[int, int]:
+        """(Memories, Memories done)."""
+        ...
+
+    def reembed_rows(self, ids: Sequence[str]) -> list[ReembedRow]: ...
+
+    def put_next_vectors(
+        self, target: EmbeddingTarget, vectors: Mapping[str, tuple[int, list[float]]]
+    ) -> list[str]:
+        """Stores each next vector if the Memory is still at that version; returns the ids stored."""
+        ...
+
+    def mark_next_synced(self, target: EmbeddingTarget, versions: Mapping[str, int]) -> None: ...
+
+    def record_page(self, run: int, reembedded: int) -> None: ...
+
+    def set_phase(self, phase: MigrationPhase, now: datetime) -> None: ...
+
+    def drop_vector_index_unless(self, dimension: int) -> None:
+        """Drops the vector index if it is sized to another dimension."""
+        ...
+
+    def copy_next_vectors(self, target: EmbeddingTarget, limit: int) -> int:
+        """Moves up to ``limit`` current next vectors into ``embedding``; returns how many."""
+        ...
+
+    def not_switched(self, target: EmbeddingTarget) -> int:
+        """Memories still holding another model's vector."""
+        ...
+
+    def ensure_vector_index(self, dimension: int) -> None: ...
+
+    def finish_switch(self, target: EmbeddingTarget, now: datetime) -> None:
+        """The store claims the target model; the migration is done."""
+        ...
+
+    def forget_source_model(self, now: datetime) -> None:
+        """After the old collection is dropped: no reconciler looks for it again."""
+        ...
+
+
 VectorStores = Callable[[str, int], VectorStore]
 """The vector store of one (model, dimension): one collection per model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelClaim:
+    """The model the store holds, and the migration if there is one: what every writer and
+    every search checks its own model against."""
+
+    model: tuple[str, int] | None
+    phase: MigrationPhase | None = None
+    source: tuple[str, int] | None = None
+    target: tuple[str, int] | None = None
+
+    def refuse_write(self, model: str, dimension: int) -> EngramError | None:
+        """Why a write of vectors of this model must wait (transient) or never happen
+        (permanent); None when it may go ahead."""
+        mine = (model, dimension)
+        if self.model is None:
+            return None
+        if self.model == mine:
+            if self.phase == "switching":
+                return ModelMigration(
+                    "model migration",
+                    f"switching the store from {model} to {_name(self.target)}: "
+                    "this write waits until the switch is done",
+                )
+            return None
+        if self.phase in ("running", "switching") and self.target == mine:
+            return ModelMigration(
+                "model migration",
+                f"the store holds {_name(self.model)} until the migration to {model} is switched "
+                "(engram reembed): this write waits",
+            )
+        if self.phase == "done" and self.source == mine:
+            return ModelMigration(
+                "model migration",
+                f"the store was switched to {_name(self.model)}: restart this worker with "
+                f"ENGRAM_EMBEDDING_MODEL={self.model[0]}",
+            )
+        return ConfigurationError(
+            f"Neo4j holds vectors of {self.model[0]} ({self.model[1]} dimensions) but {model} "
+            f"({dimension}) is configured: change models with `engram reembed`, a migration"
+        )
+
+    def refuse_search(self, model: str, dimension: int) -> ModelMigration | None:
+        """A search never compares one model's query vector with another's vectors."""
+        if self.model is None:
+            return None
+        if self.model != (model, dimension):
+            return ModelMigration(
+                "model migration",
+                f"the store holds vectors of {_name(self.model)}: restart the query worker with "
+                f"model {self.model[0]} (ENGRAM_EMBEDDING_MODEL)",
+            )
+        if self.phase == "switching":
+            return ModelMigration(
+                "model migration",
+                f"switching the store from {model} to {_name(self.target)}; searches resume when it is done",
+            )
+        return None
+
+
+def _name(model: tuple[str, int] | None) -> str:
+    return "another model" if model is None else f"{model[0]} ({model[1]} dimensions)"

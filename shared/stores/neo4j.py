@@ -29,8 +29,20 @@ from shared.models import (
     utc_now,
 )
 from shared.settings import Settings
+from shared.stores import neo4j_migration_queries as mq
 from shared.stores import neo4j_queries as q
-from shared.stores.base import DocumentWrite, MemoryState, SyncHealth, SyncRows, WriteOutcome
+from shared.stores.base import (
+    DocumentWrite,
+    EmbeddingTarget,
+    MemoryState,
+    MigrationPhase,
+    MigrationState,
+    ModelClaim,
+    ReembedRow,
+    SyncHealth,
+    SyncRows,
+    WriteOutcome,
+)
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 Row = dict[str, Any]
@@ -109,12 +121,15 @@ class Neo4jStore:
         """
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
-            raise ConfigurationError(
-                f"Neo4j holds vectors of {claimed['model']} ({claimed['dimension']} dimensions) but "
-                f"{model} ({dimension}) is configured: re-embed everything before switching models"
-            )
+            refusal = self.model_claim().refuse_write(model, dimension)
+            if refusal is not None:
+                raise refusal
         for statement in q.SCHEMA_STATEMENTS:
             self._write(statement)
+        self.ensure_vector_index(dimension, timeout_s)
+
+    def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
+        """The vector index on ``Memory.embedding``, sized to ``dimension``, online."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
         if existing and existing[0]["dimension"] != dimension:
             raise ConfigurationError(
@@ -125,6 +140,18 @@ class Neo4jStore:
             statement = q.CREATE_VECTOR_INDEX.format(dimension=int(dimension))
             self._write(statement)
         self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+
+    def model_claim(self) -> ModelClaim:
+        """The store's model and the migration, as writers and searches check them."""
+        rows = self._read(mq.MODEL_STATE)
+        return _claim(rows[0]) if rows else ModelClaim(None)
+
+    def check_search_model(self, model: str, dimension: int) -> None:
+        """Refuses (503) a search whose query vector is not of the model the store holds now."""
+        refusal = self.model_claim().refuse_search(model, dimension)
+        if refusal is not None:
+            raise refusal
+        self.ensure_schema(model, dimension)
 
     def stored_model(self) -> tuple[str, int] | None:
         """The model whose vectors the store holds, once a writer has claimed it."""
@@ -186,7 +213,16 @@ class Neo4jStore:
             ids = [chunk.id for chunk in staged.chunks]
             pairs[staged.key] = [[a, b] for a, b in pairwise(ids)]
 
+        models = {(write.model, len(write.vectors[0])) for write in writes if write.vectors}
+
         def work(tx: ManagedTransaction) -> WriteOutcome:
+            # Checked inside the transaction: a migration's switch refuses writes of the old model.
+            found = tx.run(mq.MODEL_STATE).single()
+            claim = _claim(found.data() if found is not None else {})
+            for model, dimension in models:
+                refusal = claim.refuse_write(model, dimension)
+                if refusal is not None:
+                    raise refusal
             accepted = [r["key"] for r in tx.run(q.UPSERT_DOCUMENTS, documents=document_rows, now=now)]
             if not accepted:
                 return WriteOutcome(stale=[row["key"] for row in document_rows])
@@ -330,6 +366,95 @@ class Neo4jStore:
         rows = self._read(q.DOCUMENT_STATUS, key=key)
         return rows[0] if rows and rows[0]["ingested_at"] is not None else None
 
+    # A model migration (engram reembed; shared/services/reembed.py).
+
+    def migration(self) -> MigrationState | None:
+        rows = self._read(mq.MIGRATION)
+        return _migration(rows[0]["migration"]) if rows else None
+
+    def start_migration(
+        self, source: tuple[str, int], target: EmbeddingTarget, now: datetime
+    ) -> MigrationState:
+        current = self.migration()
+        if current is not None and current.phase != "done" and current.target.key == target.key:
+            self._write(mq.NEXT_RUN)
+        else:
+            fields = {
+                "target_model": target.model,
+                "target_dim": target.dimension,
+                "target_backend": target.backend,
+                "target_url": target.url,
+                "target_max_tokens": target.max_tokens,
+                "target_tokenizer_path": target.tokenizer_path,
+                "target_local_model_path": target.local_model_path,
+            }
+            self._write(
+                mq.NEW_MIGRATION, target=fields, source_model=source[0], source_dim=source[1], now=now
+            )
+        started = self.migration()
+        assert started is not None
+        return started
+
+    def reembed_pending(self, target: EmbeddingTarget, after: str | None, limit: int) -> list[str]:
+        rows = self._read(mq.PENDING, after=after, limit=limit, **_target(target))
+        return [row["id"] for row in rows]
+
+    def reembed_progress(self, target: EmbeddingTarget) -> tuple[int, int]:
+        row = self._read(mq.PROGRESS, **_target(target))[0]
+        return int(row["total"] or 0), int(row["done"] or 0)
+
+    def reembed_rows(self, ids: Sequence[str]) -> list[ReembedRow]:
+        found: list[ReembedRow] = []
+        for row in self._read(mq.ROWS, ids=list(ids)):
+            memory = row["memory"]
+            model, dim = memory.get("embedding_next_model"), memory.get("embedding_next_dim")
+            found.append(
+                ReembedRow(
+                    memory=Memory.model_validate(memory),
+                    next_vector=row["next_vector"],
+                    next_model=(model, int(dim)) if model is not None and dim is not None else None,
+                    next_version=memory.get("embedding_next_version"),
+                    next_synced=bool(memory.get("embedding_next_synced")),
+                )
+            )
+        return found
+
+    def put_next_vectors(
+        self, target: EmbeddingTarget, vectors: Mapping[str, tuple[int, list[float]]]
+    ) -> list[str]:
+        rows = [{"id": k, "version": v, "embedding": e} for k, (v, e) in vectors.items()]
+        return [row["id"] for row in self._write(mq.PUT_NEXT, rows=rows, **_target(target))]
+
+    def mark_next_synced(self, target: EmbeddingTarget, versions: Mapping[str, int]) -> None:
+        if versions:
+            self._write(mq.MARK_NEXT_SYNCED, rows=_version_rows(versions), **_target(target))
+
+    def record_page(self, run: int, reembedded: int) -> None:
+        self._write(mq.RECORD_PAGE, run=run, reembedded=reembedded)
+
+    def set_phase(self, phase: MigrationPhase, now: datetime) -> None:
+        self._write(mq.SET_PHASE, phase=phase, now=now)
+
+    def drop_vector_index_unless(self, dimension: int) -> None:
+        existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
+        if existing and existing[0]["dimension"] != dimension:
+            self._write(mq.DROP_VECTOR_INDEX)
+        self._schema_ready.clear()
+
+    def copy_next_vectors(self, target: EmbeddingTarget, limit: int) -> int:
+        rows = self._write(mq.COPY_NEXT, limit=limit, now=utc_now(), **_target(target))
+        return int(rows[0]["copied"]) if rows else 0
+
+    def not_switched(self, target: EmbeddingTarget) -> int:
+        return int(self._read(mq.NOT_SWITCHED, **_target(target))[0]["n"] or 0)
+
+    def finish_switch(self, target: EmbeddingTarget, now: datetime) -> None:
+        self._write(mq.FINISH_SWITCH, now=now, **_target(target))
+        self._schema_ready.clear()
+
+    def forget_source_model(self, now: datetime) -> None:
+        self._write(mq.FORGET_SOURCE_MODEL, now=now)
+
     # Search.
 
     def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
@@ -340,6 +465,46 @@ class Neo4jStore:
 
     def fulltext_candidates(self, text: str, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
         return self._read(q.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)
+
+
+def _target(target: EmbeddingTarget) -> Row:
+    return {"model": target.model, "dimension": target.dimension}
+
+
+def _claim(row: Mapping[str, Any]) -> ModelClaim:
+    def pair(model: Any, dimension: Any) -> tuple[str, int] | None:
+        return (str(model), int(dimension)) if model is not None and dimension is not None else None
+
+    return ModelClaim(
+        model=pair(row.get("model"), row.get("dimension")),
+        phase=row.get("state"),
+        source=pair(row.get("source_model"), row.get("source_dim")),
+        target=pair(row.get("target_model"), row.get("target_dim")),
+    )
+
+
+def _migration(node: Row) -> MigrationState:
+    return MigrationState(
+        source=(node["source_model"], int(node["source_dim"])),
+        target=EmbeddingTarget(
+            model=node["target_model"],
+            dimension=int(node["target_dim"]),
+            backend=node.get("target_backend") or "local",
+            url=node.get("target_url"),
+            max_tokens=int(node.get("target_max_tokens") or 256),
+            tokenizer_path=node.get("target_tokenizer_path"),
+            local_model_path=node.get("target_local_model_path"),
+        ),
+        phase=node["state"],
+        run=int(node["run"]),
+        started_at=node["started_at"],
+        switched_at=node.get("switched_at"),
+        pages=int(node.get("pages") or 0),
+        reembedded=int(node.get("reembedded") or 0),
+        run_pages=int(node.get("run_pages") or 0),
+        run_reembedded=int(node.get("run_reembedded") or 0),
+        old_dropped_at=node.get("old_dropped_at"),
+    )
 
 
 def filter_parameters(user_id: str, filters: SearchFilters) -> Row:

@@ -133,6 +133,18 @@ class QdrantConnection:
                 self._collections[name] = QdrantStore(self, name, dimension)
             return self._collections[name]
 
+    def drop(self, model: str, dimension: int) -> bool:
+        """Deletes a model's collection (a migration's old one); True if it was there."""
+        name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
+        with self.using() as client, _translated_errors("drop collection"):
+            existed = client.collection_exists(name)
+            if existed:
+                client.delete_collection(name)
+            store = self._collections.pop(name, None)
+            if store is not None:
+                store.forget_collection()
+        return bool(existed)
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None:

@@ -14,10 +14,12 @@ import pytest
 from shared.settings import Settings, get_settings
 from workers.app import (
     CHUNK_TASK,
+    DROP_COLLECTION_TASK,
     EMBED_TASK,
     FALLBACK_TASK,
     QUEUES,
     RECONCILE_TASK,
+    REEMBED_TASK,
     SEARCH_TASK,
     SYNC_TASK,
     TASK_MODULES,
@@ -65,11 +67,15 @@ def test_every_task_is_routed_to_its_stage_queue() -> None:
         WRITE_TASK: {"queue": "write"},
         SYNC_TASK: {"queue": "write"},
         FALLBACK_TASK: {"queue": "fallback"},
+        REEMBED_TASK: {"queue": "write"},
+        DROP_COLLECTION_TASK: {"queue": "write"},
         SEARCH_TASK: {"queue": "query"},
         RECONCILE_TASK: {"queue": "reconcile"},
     }
-    # one queue per stage; only the sync shares the write queue (embedded Qdrant has one owner)
-    others = {name: route for name, route in routes.items() if name != SYNC_TASK}
+    # one queue per stage; only Qdrant's other writers share the write queue (embedded Qdrant
+    # has one owner): the sync and a model migration's tasks
+    qdrant_writers = {SYNC_TASK, REEMBED_TASK, DROP_COLLECTION_TASK}
+    others = {name: route for name, route in routes.items() if name not in qdrant_writers}
     assert len({route["queue"] for route in others.values()}) == len(others)
 
 

@@ -52,7 +52,7 @@ class DownGraph:
         self.calls += 1
         raise ServiceUnavailable("neo4j", "Connection refused", "start it")
 
-    def ensure_schema(self, model: str, dimension: int) -> None:
+    def check_search_model(self, model: str, dimension: int) -> None:
         self._down()
 
     def vector_candidates(
@@ -78,7 +78,7 @@ class UpGraph(DownGraph):
         super().__init__()
         self.rows = rows
 
-    def ensure_schema(self, model: str, dimension: int) -> None:
+    def check_search_model(self, model: str, dimension: int) -> None:
         pass
 
     def vector_candidates(
