@@ -26,7 +26,9 @@ QUICK_OPTIONS = Options(docs=60, quick=True, repair_timeout_s=90, neo4j_outage_s
 def context() -> Iterator[Context]:
     data_dir = os.environ.get("ENGRAM_DATA_DIR", "")
     if "engram-test" not in data_dir or "ENGRAM_FAULTS_PORTS" not in os.environ:
-        pytest.skip("the fault suite runs through ./ops/test or ops/faults, which give it ports of its own")
+        pytest.exit(
+            "the fault suite runs through ./ops/test or ops/faults, which give it ports of its own", 2
+        )
     stack = FaultStack.from_env(Path(data_dir) / "faults")
     try:
         stack.open()
