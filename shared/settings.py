@@ -95,13 +95,13 @@ class Settings(BaseSettings):
     task_retry_budget_s: int = Field(
         6 * 3600, ge=0, description="How long a transient failure (a service down) keeps being retried."
     )
-    task_retry_backoff_max_s: int = Field(30, ge=1, description="Longest wait between retries.")
+    task_retry_backoff_max_s: int = Field(25, ge=1, description="Longest wait between retries.")
     task_soft_time_limit_s: int = Field(
-        45, ge=5, description="A task is asked to stop after this; long stages continue in a new task."
+        35, ge=5, description="A task is asked to stop after this; long stages continue in a new task."
     )
-    task_time_limit_s: int = Field(60, ge=10, description="A task is killed after this.")
+    task_time_limit_s: int = Field(45, ge=10, description="A task is killed after this.")
     visibility_timeout_s: int = Field(
-        100, ge=30, description="Redis redelivers an unacknowledged task after this (a killed worker's)."
+        75, ge=30, description="Redis redelivers an unacknowledged task after this (a killed worker's)."
     )
     worker_soft_shutdown_timeout_s: float = Field(
         10.0, ge=0, description="A stopping worker finishes or re-queues its task within this."

@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="60 documents, a 30 s Neo4j outage, shorter bounds"
     )
     parser.add_argument(
-        "--repair-timeout", type=float, help="bound of each wait for recovery, s (240; 120 quick)"
+        "--repair-timeout", type=float, help="bound of each wait for recovery, s (240; 180 quick)"
     )
     parser.add_argument("--neo4j-outage", type=float, help="how long Neo4j stays down, s (300; 30 quick)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -46,7 +46,7 @@ def options_of(args: argparse.Namespace) -> Options:
     return Options(
         docs=args.docs or (60 if quick else 600),
         quick=quick,
-        repair_timeout_s=args.repair_timeout or (120.0 if quick else 240.0),
+        repair_timeout_s=args.repair_timeout or (180.0 if quick else 240.0),
         neo4j_outage_s=args.neo4j_outage or (30.0 if quick else 300.0),
     )
 

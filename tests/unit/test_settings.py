@@ -74,10 +74,10 @@ def test_overlap_not_below_chunk_size_is_refused(overlap: int) -> None:
 def test_default_task_limits() -> None:
     settings = _settings()
 
-    assert settings.task_soft_time_limit_s == 45
-    assert settings.task_time_limit_s == 60
-    assert settings.visibility_timeout_s == 100
-    assert settings.task_retry_backoff_max_s == 30
+    assert settings.task_soft_time_limit_s == 35
+    assert settings.task_time_limit_s == 45
+    assert settings.visibility_timeout_s == 75
+    assert settings.task_retry_backoff_max_s == 25
     assert settings.visibility_timeout_s > settings.task_time_limit_s + settings.task_retry_backoff_max_s
 
 
@@ -87,24 +87,24 @@ def test_time_limit_not_below_visibility_timeout_is_refused(visibility: int) -> 
         _settings(task_time_limit_s=1800, task_soft_time_limit_s=1000, visibility_timeout_s=visibility)
 
 
-@pytest.mark.parametrize("visibility", [90, 89])
+@pytest.mark.parametrize("visibility", [70, 69])
 def test_visibility_timeout_not_above_time_limit_plus_backoff_max_is_refused(visibility: int) -> None:
-    # 60 s time limit + 30 s longest retry wait = 90: a visibility of 90 or less redelivers
+    # 45 s time limit + 25 s longest retry wait = 70: a visibility of 70 or less redelivers
     with pytest.raises(ConfigurationError, match="VISIBILITY_TIMEOUT"):
         _settings(visibility_timeout_s=visibility)
 
 
 def test_visibility_timeout_just_above_time_limit_plus_backoff_max_is_accepted() -> None:
-    settings = _settings(visibility_timeout_s=91)
+    settings = _settings(visibility_timeout_s=71)
 
-    assert settings.visibility_timeout_s == 91
+    assert settings.visibility_timeout_s == 71
 
 
 def test_a_longer_backoff_needs_a_longer_visibility_timeout() -> None:
     with pytest.raises(ConfigurationError, match="BACKOFF_MAX"):
         _settings(task_retry_backoff_max_s=40)
 
-    assert _settings(task_retry_backoff_max_s=40, visibility_timeout_s=101).task_retry_backoff_max_s == 40
+    assert _settings(task_retry_backoff_max_s=40, visibility_timeout_s=86).task_retry_backoff_max_s == 40
 
 
 @pytest.mark.parametrize("soft", [600, 900])
