@@ -365,7 +365,10 @@ class FaultStack:
         return QdrantClient(path=str(self.settings.qdrant_local_path))
 
     def freeze_qdrant(self) -> None:
-        """Makes the collection folder immutable: Qdrant's SQLite can write no journal there."""
+        """Makes the collection folder immutable: Qdrant's SQLite can write no journal there. The
+        folder is made by the first sync, a moment after the first Neo4j commit: wait for it."""
+        if not wait_for(self.collection_dir.exists, 60, 0.05):
+            raise RuntimeError(f"no Qdrant collection folder {self.collection_dir} after 60 s")
         subprocess.run(["chattr", "+i", str(self.collection_dir)], check=True)
 
     def unfreeze_qdrant(self) -> None:
@@ -387,7 +390,9 @@ class FaultStack:
                 self.stop_worker(name)
             self.redis.delete(*QUEUES, "unacked", "unacked_index", "unacked_mutex")
         self.stop_worker("write", warm=True)
-        self.neo4j.execute_query("MATCH (n) WHERE n:Memory OR n:Document OR n:DeletedMemory DETACH DELETE n")
+        self.neo4j.execute_query(
+            "MATCH (n) WHERE n:Memory OR n:Document OR n:DeletedMemory OR n:DeletedDocument DETACH DELETE n"
+        )
         client = self.open_qdrant()
         try:
             if client.collection_exists(self.collection):
