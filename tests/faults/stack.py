@@ -341,6 +341,19 @@ class FaultStack:
     def worker(self, name: str) -> Worker:
         return self.workers[name]
 
+    def revive(self) -> list[str]:
+        """Restarts each worker whose process has exited, as supervisord (ops) or a container's
+        restart policy (compose) does; returns their names. A worker can exit on its own when
+        Redis goes away mid-task: kombu's restore of the unacknowledged message on a released
+        connection raises, and Celery stops ("Unrecoverable error"). The message stays in Redis's
+        unacknowledged set and is redelivered after the visibility timeout."""
+        dead = [name for name, worker in self.workers.items() if worker.process.poll() is not None]
+        for name in dead:
+            spec = self.workers[name].spec
+            self.stop_worker(name)
+            self.start_worker(name, spec.concurrency)
+        return dead
+
     def ensure_workers(self) -> None:
         """Every worker running, with its usual settings."""
         for name, spec in WORKERS.items():

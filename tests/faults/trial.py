@@ -174,6 +174,8 @@ class Trial:
         unfinished, backlog = len(keys), -1
         while True:
             try:
+                for name in self.stack.revive():
+                    self.note(f"worker {name} exited and was restarted, as its supervisor would")
                 states = self.context.client.states(keys)
                 backlog = self.stack.broker_backlog()
             except Exception:
