@@ -21,14 +21,17 @@ from shared.redis_client import translated_errors
 
 _PREFIX = "engram:doc:"
 
+# A version that is done stays done: a late failure of the same version (a duplicate delivery
+# finding its batch already cleaned up) cannot mark stored memories failed; a failed version can
+# still end done (a retry or a replay that lands).
 RANK: dict[str, int] = {
     "queued": 0,
     "chunking": 1,
     "embedding": 2,
     "writing": 3,
-    "done": 4,
     "failed": 4,
-    "deleted": 4,
+    "done": 5,
+    "deleted": 5,
 }
 
 # KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl,

@@ -7,7 +7,7 @@ from typing import Any
 
 from shared.services.refs import refs
 from workers.app import EMBED_TASK, WRITE_TASK, app
-from workers.stage import StageTask, container, retrying
+from workers.stage import StageTask, container, retrying, send_next
 
 
 @app.task(name=EMBED_TASK, base=StageTask, bind=True)
@@ -20,7 +20,8 @@ def embed_batch(
     with retrying(self):
         result = container().embed_stage.run(batch_id, deadline)
         next_task = WRITE_TASK if result.complete else EMBED_TASK
-        app.send_task(next_task, args=(batch_id,), kwargs={"documents": refs(documents)})
+        if not result.already_written:
+            send_next(self, next_task, (batch_id,), {"documents": refs(documents)})
     return {
         "batch_id": batch_id,
         "chunks": result.chunks,

@@ -10,7 +10,7 @@ from shared.errors import InvalidInput
 from shared.models import DocumentIn
 from shared.services.chunk import Accepted
 from workers.app import CHUNK_TASK, EMBED_TASK, app
-from workers.stage import StageTask, container, retrying
+from workers.stage import StageTask, container, retrying, send_next
 
 
 def parse(documents: list[dict[str, Any]]) -> list[Accepted]:
@@ -37,7 +37,7 @@ def chunk_documents(
     with retrying(self):
         result = container().chunk_stage.run(batch_id, batch)
         if result.staged:
-            app.send_task(EMBED_TASK, args=(batch_id,), kwargs={"documents": result.staged})
+            send_next(self, EMBED_TASK, (batch_id,), {"documents": result.staged})
     return {
         "batch_id": batch_id,
         "documents": len(result.staged),

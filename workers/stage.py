@@ -7,6 +7,11 @@ cut short by its soft time limit is tried a few more times (each try resumes wha
 and ``on_failure``, which Celery calls whatever ended the task for good — a permanent error, a
 spent budget, a time limit, staging gone — records every document of the batch ``failed`` with
 the reason, so no document is left in a stage forever.
+
+A task that cannot reach the broker to send its next stage or its retry (Redis restarting) hands
+its own message back instead (``send_next``, ``retrying``): requeued at once if Redis is back by
+the time the worker rejects it, else restored from ``unacked`` after the visibility timeout.
+Celery's own answer to a retry it cannot publish is a rejection that drops the message.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import Any, NoReturn
 
 from billiard.einfo import ExceptionInfo
 from celery import Task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from shared.container import Container
 from shared.errors import EngramError
@@ -31,6 +38,10 @@ from shared.services.refs import DocRef, refs
 from shared.settings import get_settings
 
 log = logging.getLogger(__name__)
+
+# What a send raises when Redis is away: kombu's and redis-py's connection errors, and the
+# AttributeError of a producer channel kombu closed on the connection loss and hands out again.
+BROKER_LOST: tuple[type[BaseException], ...] = (OperationalError, RedisError, OSError, AttributeError)
 
 
 _container_lock = threading.Lock()
@@ -100,12 +111,29 @@ def retrying(task: Task) -> Iterator[None]:
     except SoftTimeLimitExceeded as exc:
         if task.request.retries >= container().retry_policy.time_limit_retries:
             raise
-        raise task.retry(exc=exc, countdown=1) from exc
+        _retry(task, exc, countdown=1)
     except EngramError as exc:
         first = task.request.kwargs.get("failing_since") or time.time()
         countdown = container().retry_policy.countdown(exc, task.request.retries, time.time() - first)
         if countdown is None:
             raise
         log.warning("%s failed (%s); retrying in %.1f s", task.name, exc, countdown)
-        kwargs = {**task.request.kwargs, "failing_since": first}
-        raise task.retry(exc=exc, countdown=countdown, kwargs=kwargs) from exc
+        _retry(task, exc, countdown=countdown, kwargs={**task.request.kwargs, "failing_since": first})
+
+
+def _retry(task: Task, exc: BaseException, **options: Any) -> NoReturn:
+    try:
+        raise task.retry(exc=exc, **options) from exc
+    except Reject as unsent:  # Celery could not publish the retry: it would drop this message
+        log.warning("%s could not send its retry (%s); its message goes back", task.name, unsent.reason)
+        raise Reject(unsent.reason, requeue=True) from exc
+
+
+def send_next(task: Task, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Sends the next stage's task, or hands this task's message back to the broker when the
+    broker cannot take it (the stage runs again: every stage is idempotent)."""
+    try:
+        task.app.send_task(name, args=args, kwargs=kwargs)
+    except BROKER_LOST as exc:
+        log.warning("%s could not send %s (%s); its message goes back to the broker", task.name, name, exc)
+        raise Reject(exc, requeue=True) from exc

@@ -28,6 +28,8 @@ class EmbedResult:
     complete: bool
     chunks: int
     embedded_now: int
+    already_written: bool = False
+    """A redelivered message of a batch whose write already finished: nothing to do or send."""
 
 
 class EmbedStage:
@@ -41,6 +43,9 @@ class EmbedStage:
         """Embeds what is not staged yet, stopping between slices once ``deadline`` (monotonic) passed."""
         documents = self._staging.documents(batch_id)
         if documents is None:
+            if self._staging.is_finished(batch_id):
+                log.info("batch %s was already written; redelivery ignored", batch_id)
+                return EmbedResult(complete=True, chunks=0, embedded_now=0, already_written=True)
             raise StagingMissing(f"batch {batch_id} has no staged documents to embed")
         texts = [chunk.content for doc in documents for chunk in doc.chunks]
         owners = [(doc.key, doc.version) for doc in documents for _ in doc.chunks]

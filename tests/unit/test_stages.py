@@ -187,6 +187,22 @@ def test_embed_of_a_batch_with_nothing_staged_is_staging_missing(
         EmbedStage(FakeEmbedder(), staging, progress, slice_size=2).run("gone", time.monotonic() + 60)
 
 
+def test_embed_of_a_batch_already_written_is_a_redelivery_ignored(
+    staging: Staging, progress: Progress
+) -> None:
+    # Given a batch written and finished (its staging dropped)
+    staging.put_documents("b", [])
+    staging.finish("b")
+    embedder = FakeEmbedder()
+
+    # When its embed message comes again
+    result = EmbedStage(embedder, staging, progress, slice_size=2).run("b", time.monotonic() + 60)
+
+    # Then nothing is embedded and nothing is to be sent on
+    assert result.already_written is True
+    assert embedder.calls == []
+
+
 # WriteStage
 
 

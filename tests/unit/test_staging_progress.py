@@ -295,6 +295,23 @@ def test_a_later_stage_of_the_same_version_moves_on(progress: Progress) -> None:
         assert _state(progress.get("k"))[:2] == (state, 3)
 
 
+def test_a_late_failure_of_a_version_that_is_done_is_dropped(progress: Progress) -> None:
+    # Given version 2 written and done
+    progress.set([("k", 2)], "done")
+
+    # When a duplicate delivery of its batch fails afterwards (its staging already cleaned up)
+    progress.set([("k", 2)], "failed", "StagingMissing: batch b has no staged documents")
+
+    # Then the stored document still reads done
+    assert _state(progress.get("k")) == ("done", 2, None)
+
+
+def test_a_failed_version_can_still_end_done(progress: Progress) -> None:
+    progress.set([("k", 2)], "failed", "neo4j is unavailable")
+    progress.set([("k", 2)], "done")
+    assert _state(progress.get("k")) == ("done", 2, None)
+
+
 def test_records_in_order_with_none_for_missing(progress: Progress) -> None:
     progress.set([("a", 1)], "done")
     progress.set([("c", 2)], "writing")
