@@ -16,6 +16,7 @@ from typing import Any, LiteralString
 import neo4j
 from neo4j import GraphDatabase, ManagedTransaction
 from neo4j import exceptions as neo4j_errors
+from neo4j.graph import Node
 
 from shared.errors import ConfigurationError, GraphStoreRejected, ServiceUnavailable, TransientError
 from shared.models import (
@@ -49,17 +50,21 @@ Row = dict[str, Any]
 
 
 def _native(value: Any) -> Any:
-    """Neo4j temporal values become Python datetimes, also inside maps and lists."""
-    if isinstance(value, dict):
+    """Neo4j temporal values become Python datetimes and nodes maps of their properties, also
+    inside maps and lists; a list of numbers (an embedding) is returned as it is, unwalked."""
+    if isinstance(value, dict | Node):
         return {key: _native(item) for key, item in value.items()}
     if isinstance(value, list):
+        if value and type(value[0]) in (float, int):
+            return value
         return [_native(item) for item in value]
     to_native = getattr(value, "to_native", None)
     return to_native() if callable(to_native) else value
 
 
-def _native_row(row: Row) -> Row:
-    return {key: _native(value) for key, value in row.items()}
+def _native_row(record: neo4j.Record) -> Row:
+    # Not ``record.data()``: it walks every float of every vector read back, the sync's hot path.
+    return {key: _native(value) for key, value in zip(record.keys(), record.values(), strict=True)}
 
 
 @contextmanager
@@ -105,7 +110,7 @@ class Neo4jStore:
             records, _, _ = self._driver.execute_query(
                 query, params, database_=self._database, routing_=neo4j.RoutingControl.READ
             )
-        return [_native_row(record.data()) for record in records]
+        return [_native_row(record) for record in records]
 
     def _write(self, query: LiteralString, **params: Any) -> list[Row]:
         with _translated_errors():
