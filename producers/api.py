@@ -7,19 +7,23 @@ every document in the body is valid. ``POST /api/memory/semantic-search`` is ser
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from producers import health
 from producers.client import EngramClient
+from producers.edge import BodyGuard, Problem, ProblemItem
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.models import (
     DeleteResult,
@@ -34,6 +38,12 @@ from shared.models import (
     SearchResponse,
 )
 from shared.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+# Path ids are checked as the body's are: the same identifier never reads two ways.
+DocumentIdPath = Annotated[Identifier, Path(description="The document's id within the tenant.")]
+MemoryIdPath = Annotated[Identifier, Path(description="The memory's id.")]
 
 
 class DocumentBatch(BaseModel):
@@ -56,34 +66,71 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         probes().close()
 
 
-app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan)
+def _problem(description: str) -> dict[str, Any]:
+    return {"model": Problem, "description": description}
 
 
-@app.middleware("http")
-async def limit_body_size(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-    """Refuses an oversized body before reading it, by its declared length."""
-    declared = request.headers.get("content-length")
-    limit = get_settings().max_request_bytes
-    if declared and declared.isdigit() and int(declared) > limit:
-        detail = f"request body is {declared} bytes; the limit is {limit} (ENGRAM_MAX_REQUEST_BYTES)"
-        return JSONResponse(status_code=413, content={"detail": detail})
-    return await call_next(request)
+# Every error answer has one shape, ``Problem``; these are documented on every operation.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: _problem("The request cannot be read."),
+    404: _problem("No such document or memory for this tenant."),
+    413: _problem("A body or a document over its size limit."),
+    422: _problem("Invalid input: each field and what is wrong with it in `errors`."),
+    500: _problem("An error of Engram's own (logged)."),
+    503: _problem("A service is down: `service` names it."),
+}
+
+app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan, responses=ERRORS)
+app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
+
+
+def problem(
+    status: int, detail: str, errors: list[ProblemItem] | None = None, service: str | None = None
+) -> JSONResponse:
+    body = Problem(detail=detail, errors=errors or [], service=service)
+    return JSONResponse(status_code=status, content=body.model_dump(mode="json", exclude_none=True))
+
+
+@app.exception_handler(RequestValidationError)
+async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """Names each invalid field, never echoing its value (it may be anything)."""
+    errors = [
+        ProblemItem(
+            loc=[part if isinstance(part, int) else str(part) for part in error.get("loc", ())],
+            msg=str(error.get("msg", "invalid")),
+            type=str(error.get("type", "invalid")),
+        )
+        for error in exc.errors()
+    ]
+    summary = "; ".join(f"{'.'.join(map(str, e.loc))}: {e.msg}" for e in errors[:5])
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return problem(422, f"invalid request: {summary}{more}", errors)
+
+
+@app.exception_handler(StarletteHTTPException)
+async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    return problem(exc.status_code, str(exc.detail))
 
 
 @app.exception_handler(InvalidInput)
 async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
-    status = 413 if isinstance(exc, DocumentTooLarge) else 422
-    return JSONResponse(status_code=status, content={"detail": str(exc)})
+    return problem(413 if isinstance(exc, DocumentTooLarge) else 422, str(exc))
 
 
 @app.exception_handler(ServiceUnavailable)
 async def service_unavailable(_: Request, exc: ServiceUnavailable) -> JSONResponse:
-    return JSONResponse(status_code=503, content={"detail": str(exc), "service": exc.service})
+    return problem(503, str(exc), service=exc.service)
 
 
 @app.exception_handler(SearchTimeout)
 async def search_timeout(_: Request, exc: SearchTimeout) -> JSONResponse:
-    return JSONResponse(status_code=504, content={"detail": str(exc)})
+    return problem(504, str(exc))
+
+
+@app.exception_handler(Exception)
+async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error: %s", exc)
+    return problem(500, f"internal error ({type(exc).__name__}); it is logged")
 
 
 @lru_cache(maxsize=1)
@@ -98,10 +145,23 @@ async def healthz(checks: Annotated[health.Probes, Depends(probes)]) -> JSONResp
     return JSONResponse(status_code=report.http_status, content=report.model_dump(mode="json"))
 
 
+def _body_kind(body: Any) -> str:
+    """Which of the three forms a body is, by its shape: errors then speak of that form alone."""
+    if isinstance(body, list):
+        return "list"
+    return "batch" if isinstance(body, dict) and "documents" in body else "document"
+
+
+IngestBody = Annotated[
+    Annotated[DocumentIn, Tag("document")]
+    | Annotated[DocumentBatch, Tag("batch")]
+    | Annotated[list[DocumentIn], Tag("list")],
+    Discriminator(_body_kind),
+]
+
+
 @app.post("/api/documents", status_code=202, response_model=IngestAccepted)
-async def ingest(
-    body: Annotated[DocumentIn | DocumentBatch | list[DocumentIn], Body()],
-) -> IngestAccepted:
+async def ingest(body: Annotated[IngestBody, Body()]) -> IngestAccepted:
     """One document, a list of them, or ``{"documents": [...]}``."""
     if isinstance(body, DocumentIn):
         documents = [body]
@@ -119,7 +179,7 @@ async def ingest(
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
 async def document_status(
-    document_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
 ) -> DocumentStatus:
     status = await run_in_threadpool(client().status, user_id, document_id)
     if status.state == "unknown":
@@ -128,7 +188,7 @@ async def document_status(
 
 
 @app.put("/api/documents/{document_id:path}", status_code=202, response_model=IngestAccepted)
-async def update_document(document_id: str, document: DocumentIn) -> IngestAccepted:
+async def update_document(document_id: DocumentIdPath, document: DocumentIn) -> IngestAccepted:
     """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed."""
     if document.id is not None and document.id != document_id:
         raise InvalidInput(f"the body's id {document.id!r} is not the path's {document_id!r}")
@@ -138,7 +198,7 @@ async def update_document(document_id: str, document: DocumentIn) -> IngestAccep
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
 async def delete_document(
-    document_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
 ) -> DeleteResult:
     """Gone from search at once; ``qdrant_confirmed`` says whether the backup dropped it too."""
     result = await run_in_threadpool(client().delete_document, user_id, document_id)
@@ -175,7 +235,7 @@ async def list_memories(
 
 @app.get("/api/memories/{memory_id}", response_model=MemoryRecord)
 async def get_memory(
-    memory_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
 ) -> MemoryRecord:
     memory = await run_in_threadpool(client().get_memory, user_id, memory_id)
     if memory is None:
@@ -185,7 +245,7 @@ async def get_memory(
 
 @app.delete("/api/memories/{memory_id}", response_model=DeleteResult)
 async def delete_memory(
-    memory_id: str, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
 ) -> DeleteResult:
     result = await run_in_threadpool(client().delete_memory, user_id, memory_id)
     if result.memories == 0:
@@ -209,7 +269,11 @@ async def delete_where(request: DeleteWhere) -> DeleteResult:
     )
 
 
-@app.post("/api/memory/semantic-search", response_model=SearchResponse)
+@app.post(
+    "/api/memory/semantic-search",
+    response_model=SearchResponse,
+    responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S.")},
+)
 async def semantic_search(request: SearchRequest) -> SearchResponse:
     return await run_in_threadpool(client().search, request)
 

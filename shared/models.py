@@ -3,36 +3,85 @@
 from __future__ import annotations
 
 import unicodedata
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from shared.ids import default_document_id
 
-_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"  # printable: the ids are joined with a control character
+# Characters no identifier may hold: controls (ids are joined with one), format characters (zero
+# width: "ali\u200bce" would look like "alice"), surrogates, private use, unassigned, and line or
+# paragraph separators.
+_NOT_IN_ID = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def _normal_identifier(value: str) -> str:
+    """Identifiers are taken only in one form, never rewritten: a tenant "\u00a0alice" is refused,
+    not read as "alice". So the same bytes name the same thing on every path (body, query, URL)."""
+    if value != value.strip():
+        raise ValueError("must not begin or end with white space (of any kind)")
+    if not unicodedata.is_normalized("NFC", value):
+        raise ValueError("must be in Unicode normal form NFC")
+    if any(unicodedata.category(character) in _NOT_IN_ID for character in value):
+        raise ValueError("must not hold control, format (zero-width), private-use or unassigned characters")
+    return value
+
 
 Identifier = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256, pattern=_ID_PATTERN)
+    str, StringConstraints(min_length=1, max_length=256), AfterValidator(_normal_identifier)
 ]
 ShortText = Annotated[str, StringConstraints(max_length=1024)]
 MetadataValue = str | int | float | bool | None
+METADATA_MAX_KEYS = 64
+METADATA_MAX_CHARS = 4096
 
 
-def _visible(character: str) -> bool:
-    return not character.isspace() and unicodedata.category(character) not in ("Cc", "Cf", "Cs", "Zs")
+def _bounded_metadata(metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+    """Metadata is one level of scalars (so its depth is 1): at most 64 keys, and text values of at
+    most 4,096 characters each."""
+    for key, value in metadata.items():
+        if isinstance(value, str) and len(value) > METADATA_MAX_CHARS:
+            raise ValueError(
+                f"the value of {key!r} is {len(value)} characters; the limit is {METADATA_MAX_CHARS}"
+            )
+    return metadata
+
+
+# Neo4j stores a datetime's offset only within +-18:00.
+_MAX_OFFSET = timedelta(hours=18)
+
+
+def _readable(character: str) -> bool:
+    """A letter, number, punctuation or symbol; not U+FFFD (what undecodable bytes became), not a
+    combining mark on its own, not white space, control or zero-width characters."""
+    return unicodedata.category(character)[0] in "LNPS" and character != "\ufffd"
 
 
 def _not_blank(text: str) -> str:
-    """Refuses text with nothing a model could read: white space, control or zero-width characters."""
-    if not any(_visible(character) for character in text):
-        raise ValueError("text is empty or only white space, control or zero-width characters")
+    """Refuses text with nothing a model could read, which would fail only later, in a worker."""
+    if not any(_readable(character) for character in text):
+        raise ValueError(
+            "text has nothing to read: empty, or only white space, control, zero-width or combining "
+            "characters, or U+FFFD"
+        )
     return text
 
 
 def _utc(moment: datetime | None) -> datetime | None:
-    if moment is not None and moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
+    """A moment without an offset is UTC; one Neo4j cannot store (an offset beyond +-18:00, or a
+    moment that is outside years 1-9999 in UTC) is refused here rather than in the write."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    offset = moment.utcoffset()
+    if offset is not None and abs(offset) > _MAX_OFFSET:
+        raise ValueError("the offset must be within +-18:00")
+    try:
+        moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the moment is outside years 1-9999 in UTC") from exc
     return moment
 
 
@@ -57,7 +106,9 @@ class DocumentIn(BaseModel):
     tags: list[Identifier] = Field(default_factory=list, max_length=64)
     importance: float = Field(0.5, ge=0.0, le=1.0)
     confidence: float = Field(1.0, ge=0.0, le=1.0)
-    metadata: dict[Identifier, MetadataValue] = Field(default_factory=dict, max_length=64)
+    metadata: Annotated[dict[Identifier, MetadataValue], AfterValidator(_bounded_metadata)] = Field(
+        default_factory=dict, max_length=METADATA_MAX_KEYS
+    )
     created_at: Annotated[datetime | None, AfterValidator(_utc)] = None
 
     @property

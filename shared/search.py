@@ -35,10 +35,24 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _LUCENE_OPERATORS = {"AND", "OR", "NOT", "TO"}
 
 
+# Lucene refuses a query of more than 1,024 clauses, and its analyser makes a clause of every
+# CJK character: a query's words are kept to this many characters in all, hence clauses.
+FULLTEXT_MAX_CHARS = 512
+FULLTEXT_MAX_WORDS = 64
+
+
 def fulltext_query(text: str) -> str | None:
-    """The query's words as a plain Lucene OR-query: no operator or syntax from the user survives."""
-    words = [w.lower() if w in _LUCENE_OPERATORS else w for w in _WORD.findall(text)]
-    return " ".join(words[:64]) or None
+    """The query's words as a plain Lucene OR-query: no operator or syntax from the user survives,
+    and never more clauses than Lucene takes (a long query is cut, not refused)."""
+    words: list[str] = []
+    room = FULLTEXT_MAX_CHARS
+    for word in _WORD.findall(text)[:FULLTEXT_MAX_WORDS]:
+        if room <= 0:
+            break
+        word = word[:room]
+        room -= len(word)
+        words.append(word.lower() if word in _LUCENE_OPERATORS else word)
+    return " ".join(words) or None
 
 
 def filter_params(request: SearchRequest) -> dict[str, Any]:

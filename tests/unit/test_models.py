@@ -73,11 +73,30 @@ def test_control_characters_are_refused_in_tags_and_metadata_keys() -> None:
         _document(metadata={"bad\x00key": 1})
 
 
-def test_ids_are_stripped_and_may_hold_unicode_and_slashes() -> None:
-    document = _document(id="  notes/été 東京.md  ", user_id=" alice ")
+def test_ids_may_hold_unicode_spaces_inside_and_slashes() -> None:
+    document = _document(id="notes/été 東京.md", user_id="alice smith")
 
     assert document.id == "notes/été 東京.md"
-    assert document.user_id == "alice"
+    assert document.user_id == "alice smith"
+
+
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        " alice",
+        "alice\n",
+        "\u00a0alice",  # no-break space
+        "alice\u3000",  # ideographic space
+        "ali\u200bce",  # zero-width space
+        "e\u0301",  # not NFC ("é" decomposed)
+        "a\u2028b",  # line separator
+        "a\x00b",
+    ],
+)
+def test_ids_not_in_their_one_normal_form_are_refused_not_rewritten(bad_id: str) -> None:
+    for field in ("id", "user_id", "session_id", "project_id"):
+        with pytest.raises(ValidationError):
+            _document(**{field: bad_id})
 
 
 @pytest.mark.parametrize("bad_id", ["", "   ", "x" * 257])

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 import fakeredis
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from shared.chunking import Chunker
 from shared.embedding.base import Vectors
@@ -54,15 +55,23 @@ def _accepted(document_id: str, text: str, version: int = 10) -> Accepted:
     return Accepted(DocumentIn(user_id="alice", id=document_id, text=text), version)
 
 
+def _unchecked(document_id: str, text: str, version: int = 10) -> Accepted:
+    """A document that reached the stage without the edge's check (a message queued by an older
+    producer, say): the stage must still fail it alone."""
+    return Accepted(DocumentIn.model_construct(user_id="alice", id=document_id, text=text), version)
+
+
 # ChunkStage
 
 
 @pytest.mark.parametrize("unreadable", ["\ufffd", "\ufffd\ufffd \ufffd", "\u0301"])
-def test_the_chunker_reduces_some_valid_text_to_nothing(chunker: Chunker, unreadable: str) -> None:
-    # The premise of the tests below: these pass DocumentIn's check but the model sees nothing
-    DocumentIn(user_id="alice", text=unreadable)
-
+def test_the_chunker_reduces_some_text_to_nothing_and_the_edge_refuses_it(
+    chunker: Chunker, unreadable: str
+) -> None:
+    # The premise of the tests below: the model sees nothing in these, and the edge refuses them
     assert chunker.chunk(unreadable) == []
+    with pytest.raises(ValidationError, match="nothing to read"):
+        DocumentIn(user_id="alice", text=unreadable)
 
 
 @pytest.mark.parametrize("unreadable", ["\ufffd", "\u0301"])
@@ -72,7 +81,7 @@ def test_a_document_the_tokenizer_reduces_to_nothing_fails_alone(
     # Given a batch with one document the model cannot read among readable ones
     batch = [
         _accepted("a", "The first document is fine."),
-        _accepted("bad", unreadable),
+        _unchecked("bad", unreadable),
         _accepted("c", "So is the third one."),
     ]
     stage = ChunkStage(chunker, staging, progress)
@@ -102,7 +111,7 @@ def test_a_document_the_tokenizer_reduces_to_nothing_fails_alone(
 def test_a_batch_of_only_unreadable_documents_stages_nothing(
     chunker: Chunker, staging: Staging, progress: Progress
 ) -> None:
-    result = ChunkStage(chunker, staging, progress).run("b", [_accepted("bad", "\ufffd")])
+    result = ChunkStage(chunker, staging, progress).run("b", [_unchecked("bad", "\ufffd")])
 
     assert (result.staged, result.chunks) == ([], 0)
     assert staging.documents("b") is None

@@ -1,0 +1,154 @@
+"""The HTTP app's edge: what every request body passes before a route sees it, and the one error
+body every 4xx and 5xx carries.
+
+``BodyGuard`` is a pure ASGI middleware. It reads the body itself, counting bytes whatever the
+transfer encoding (a chunked body declares no length), and answers 413 the moment it passes
+``ENGRAM_MAX_REQUEST_BYTES``. A JSON body is then parsed once strictly — duplicate keys, ``NaN``
+and ``Infinity``, unpaired surrogates and bytes that are not UTF-8 are refused with a 422 naming
+the problem — and handed on to the app unchanged. So no route, validator or error handler ever
+holds input that cannot be stored or echoed back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class ProblemItem(BaseModel):
+    """One thing wrong with a request: where (``loc``, as FastAPI names it) and what."""
+
+    loc: list[str | int] = Field(description='Where, e.g. ["body", "documents", 0, "text"].')
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """The body of every error answer, whatever the status."""
+
+    detail: str = Field(description="What went wrong, in one line.")
+    errors: list[ProblemItem] = Field(
+        default_factory=list, description="Each invalid field, for a 422 of validation."
+    )
+    service: str | None = Field(None, description="The service that is down, for a 503.")
+
+
+def problem_body(detail: str, errors: list[ProblemItem] | None = None, service: str | None = None) -> bytes:
+    problem = Problem(detail=detail, errors=errors or [], service=service)
+    return problem.model_dump_json(exclude_none=True).encode()
+
+
+class StrictJsonError(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise StrictJsonError(f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJsonError(f"{name} is not a JSON number")
+
+
+def _check_strings(value: Any) -> None:
+    """Refuses a string with an unpaired surrogate ("\\ud800" is valid JSON, not valid text)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise StrictJsonError("a string holds an unpaired surrogate: not Unicode text") from exc
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def check_json(body: bytes) -> None:
+    """Raises ``StrictJsonError`` naming what makes ``body`` unacceptable JSON."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StrictJsonError(f"the body is not UTF-8 (byte {exc.start})") from exc
+    try:
+        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except StrictJsonError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise StrictJsonError(f"the body is not JSON: {exc}") from exc
+    _check_strings(parsed)
+
+
+class BodyGuard:
+    """Bounds every body by bytes received and checks JSON bodies strictly (see the module)."""
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            await _answer(send, 413, f"request body is {declared} bytes; {_limit_text(limit)}")
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > limit:
+                await _answer(send, 413, f"request body passed {limit} bytes; {_limit_text(limit)}")
+                return
+            if not message.get("more_body", False):
+                break
+        if body and "json" in headers.get("content-type", ""):
+            try:
+                check_json(bytes(body))
+            except StrictJsonError as exc:
+                await _answer(send, 422, str(exc), [ProblemItem(loc=["body"], msg=str(exc), type="json")])
+                return
+        await self.app(scope, _replay(bytes(body), receive), send)
+
+
+def _limit_text(limit: int) -> str:
+    return f"the limit is {limit} (ENGRAM_MAX_REQUEST_BYTES)"
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # after the body: the disconnect, when it comes
+
+    return replayed
+
+
+async def _answer(send: Send, status: int, detail: str, errors: list[ProblemItem] | None = None) -> None:
+    body = problem_body(detail, errors)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 413:  # the rest of the body is not read: the connection cannot be reused
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
