@@ -10,6 +10,8 @@ from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
 from shared.errors import ServiceUnavailable
+from shared.ids import document_key
+from workers.ingest import parse
 from workers.stage import _retry, send_next
 
 
@@ -51,3 +53,17 @@ def test_a_next_stage_the_broker_cannot_take_requeues_the_message(error: BaseExc
 def test_a_send_that_fails_for_another_reason_is_not_retried_forever() -> None:
     with pytest.raises(TypeError):
         send_next(BrokerDownTask(TypeError("not serialisable")), "engram.x", ("batch",), {})
+
+
+def test_a_document_that_no_longer_validates_is_refused_alone() -> None:
+    message = [
+        {"user_id": "alice", "id": "good", "text": "Fine text.", "version": 3},
+        {"user_id": "alice", "id": "marks", "text": "\u0301\u0302", "version": 3},
+        {"user_id": "alice", "text": "no version"},
+    ]
+
+    parsed = parse(message)
+
+    assert [a.document.document_id for a in parsed.accepted] == ["good"]
+    assert [ref for ref, _ in parsed.refused] == [(document_key("alice", "marks"), 3)]
+    assert "nothing to read" in parsed.refused[0][1]
