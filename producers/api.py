@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -33,6 +32,7 @@ from shared.models import (
     IngestAccepted,
     MemoryPage,
     MemoryRecord,
+    Moment,
     SearchFilters,
     SearchRequest,
     SearchResponse,
@@ -215,8 +215,8 @@ async def list_memories(
     document_id: Identifier | None = None,
     memory_type: Annotated[list[Identifier] | None, Query()] = None,
     tag: Annotated[list[Identifier] | None, Query()] = None,
-    from_date: datetime | None = None,
-    to_date: datetime | None = None,
+    from_date: Moment | None = None,
+    to_date: Moment | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> MemoryPage:

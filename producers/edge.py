@@ -3,10 +3,11 @@ body every 4xx and 5xx carries.
 
 ``BodyGuard`` is a pure ASGI middleware. It reads the body itself, counting bytes whatever the
 transfer encoding (a chunked body declares no length), and answers 413 the moment it passes
-``ENGRAM_MAX_REQUEST_BYTES``. A JSON body is then parsed once strictly — duplicate keys, ``NaN``
-and ``Infinity``, unpaired surrogates and bytes that are not UTF-8 are refused with a 422 naming
-the problem — and handed on to the app unchanged. So no route, validator or error handler ever
-holds input that cannot be stored or echoed back.
+``ENGRAM_MAX_REQUEST_BYTES``; a URL path holding a control character is refused (400). A JSON body
+is then parsed once strictly — duplicate keys, ``NaN`` and ``Infinity``, unpaired surrogates and
+bytes that are not UTF-8 are refused with a 422 naming the problem — and handed on to the app
+unchanged. So no route, validator or error handler ever holds input that cannot be stored or
+echoed back.
 """
 
 from __future__ import annotations
@@ -101,6 +102,11 @@ class BodyGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if any(ord(character) < 0x20 or ord(character) == 0x7F for character in scope["path"]):
+            # Routing would read "/api/documents/mine\n" as document "mine" (a regex's "$" matches
+            # before a final newline): no id holds a control character, so no path may.
+            await _answer(send, 400, "the URL path holds a control character")
             return
         limit = self.limit()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}

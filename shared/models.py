@@ -85,6 +85,10 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment
 
 
+# A moment as Engram takes it from a caller: UTC when it has no offset, and storable by Neo4j.
+Moment = Annotated[datetime, AfterValidator(_utc)]
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -109,7 +113,7 @@ class DocumentIn(BaseModel):
     metadata: Annotated[dict[Identifier, MetadataValue], AfterValidator(_bounded_metadata)] = Field(
         default_factory=dict, max_length=METADATA_MAX_KEYS
     )
-    created_at: Annotated[datetime | None, AfterValidator(_utc)] = None
+    created_at: Moment | None = None
 
     @property
     def document_id(self) -> str:
@@ -212,8 +216,8 @@ class SearchFilters(BaseModel):
     tags: list[Identifier] | None = Field(
         None, min_length=1, max_length=32, description="A memory matches if it has any of them."
     )
-    from_date: Annotated[datetime | None, AfterValidator(_utc)] = None
-    to_date: Annotated[datetime | None, AfterValidator(_utc)] = None
+    from_date: Moment | None = None
+    to_date: Moment | None = None
 
 
 class SearchRequest(BaseModel):

@@ -169,11 +169,23 @@ def test_a_look_alike_tenant_neither_reads_nor_writes_the_tenant(
 
 
 def test_a_document_id_in_the_path_is_checked_as_in_the_body(api: TestClient, tenant: str) -> None:
-    for path_id in ("%20mine", "mine%0A", "mine%C2%A0"):
+    for path_id in ("%20mine", "mine%C2%A0", "mine%E3%80%80"):
         response = api.get(f"/api/documents/{path_id}", params={"user_id": tenant})
         assert_problem(response, 422, "document_id")
         response = api.put(f"/api/documents/{path_id}", json={"user_id": tenant, "text": "Some text."})
         assert_problem(response, 422, "document_id")
+
+
+def test_a_path_with_a_control_character_is_refused_not_read_without_it(api: TestClient, tenant: str) -> None:
+    response = api.post("/api/documents", json=doc(tenant, id="mine"))
+    assert response.status_code == 202
+    wait_until_finished(api, tenant, ["mine"])
+
+    # The router alone would read "mine\n" as "mine"
+    for method in ("GET", "DELETE"):
+        response = api.request(method, "/api/documents/mine%0A", params={"user_id": tenant})
+        assert_problem(response, 400, "control character")
+    assert api.get("/api/documents/mine", params={"user_id": tenant}).json()["state"] == "done"
 
 
 # The error shape is documented.

@@ -91,3 +91,10 @@ def test_a_surrogate_pair_is_text_and_is_taken() -> None:
 def test_check_json_names_the_duplicate_key() -> None:
     with pytest.raises(StrictJsonError, match="'id'"):
         check_json(b'[{"id": 1}, {"id": 2, "id": 3}]')
+
+
+@pytest.mark.parametrize("path", ["/echo%0A", "/echo%00", "/ec%0Dho", "/echo%7F"])
+def test_a_path_with_a_control_character_is_refused(client: TestClient, path: str) -> None:
+    response = client.post(path, content=b"{}")
+    assert response.status_code == 400
+    assert "control character" in response.json()["detail"]
