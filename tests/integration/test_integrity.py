@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from qdrant_client import models as qm
 
 from producers.client import EngramClient
+from shared.models import DocumentIn
 from shared.settings import Settings
 from tests.integration.support import Workers, cypher, qdrant_reader, wait_until_finished
 from tests.integration.test_pipeline import FACTS, long_text, post_documents
@@ -233,21 +234,29 @@ def test_drift_made_by_hand_in_each_store_is_found_by_a_dry_run_and_repaired_by_
     assert set(stored) == {ids[0], ids[1], ids[4]}
 
 
-def test_a_document_the_model_cannot_read_fails_alone(api: TestClient, tenant: str) -> None:
-    # Given a batch with one document of only replacement characters
-    post_documents(
-        api,
-        [
-            {"user_id": tenant, "id": "good", "text": FACTS["eiffel"]},
-            {"user_id": tenant, "id": "bad", "text": "\ufffd\ufffd\ufffd"},
-        ],
-    )
+def test_a_document_the_model_cannot_read_fails_alone(
+    api: TestClient, settings: Settings, tenant: str
+) -> None:
+    good = {"user_id": tenant, "id": "good", "text": FACTS["eiffel"]}
+    bad = {"user_id": tenant, "id": "bad", "text": "\ufffd\ufffd\ufffd"}
 
-    # Then the good one is done and the bad one failed, saying why
+    # The HTTP edge refuses the batch whole, naming the document; nothing is enqueued
+    refused = api.post("/api/documents", json=[good, bad])
+    assert refused.status_code == 422 and "nothing to read" in refused.text
+    assert api.get("/api/documents/good", params={"user_id": tenant}).status_code == 404
+
+    # Given the same batch queued without that check (by an older producer, say)
+    client = EngramClient(settings)
+    try:
+        client.ingest([DocumentIn(**good), DocumentIn.model_construct(**bad)])
+    finally:
+        client.close()
+
+    # Then the good one is done and the bad one failed alone, saying why
     statuses = wait_until_finished(api, tenant, ["good", "bad"])
     assert statuses["good"]["state"] == "done" and statuses["good"]["vector_sync"]["synced"] == 1
     assert statuses["bad"]["state"] == "failed"
-    assert "no text the model can read" in statuses["bad"]["error"]
+    assert "nothing to read" in statuses["bad"]["error"]
 
 
 def test_a_document_that_failed_for_good_is_replayed_from_staging(
