@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from producers import health
 from producers.client import EngramClient
-from producers.edge import BodyGuard, Problem, ProblemItem
+from producers.edge import BodyGuard, Problem, ProblemItem, problem_body
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.models import (
     DeleteResult,
@@ -86,13 +86,13 @@ app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
 
 def problem(
     status: int, detail: str, errors: list[ProblemItem] | None = None, service: str | None = None
-) -> JSONResponse:
-    body = Problem(detail=detail, errors=errors or [], service=service)
-    return JSONResponse(status_code=status, content=body.model_dump(mode="json", exclude_none=True))
+) -> Response:
+    """An error answer, the same bytes as the edge's own (``problem_body``)."""
+    return Response(problem_body(detail, errors, service), status, media_type="application/json")
 
 
 @app.exception_handler(RequestValidationError)
-async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+async def invalid_request(_: Request, exc: RequestValidationError) -> Response:
     """Names each invalid field, never echoing its value (it may be anything)."""
     errors = [
         ProblemItem(
@@ -108,27 +108,29 @@ async def invalid_request(_: Request, exc: RequestValidationError) -> JSONRespon
 
 
 @app.exception_handler(StarletteHTTPException)
-async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-    return problem(exc.status_code, str(exc.detail))
+async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    response = problem(exc.status_code, str(exc.detail))
+    response.headers.update(exc.headers or {})  # a 405's Allow, say
+    return response
 
 
 @app.exception_handler(InvalidInput)
-async def invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+async def invalid_input(_: Request, exc: InvalidInput) -> Response:
     return problem(413 if isinstance(exc, DocumentTooLarge) else 422, str(exc))
 
 
 @app.exception_handler(ServiceUnavailable)
-async def service_unavailable(_: Request, exc: ServiceUnavailable) -> JSONResponse:
+async def service_unavailable(_: Request, exc: ServiceUnavailable) -> Response:
     return problem(503, str(exc), service=exc.service)
 
 
 @app.exception_handler(SearchTimeout)
-async def search_timeout(_: Request, exc: SearchTimeout) -> JSONResponse:
+async def search_timeout(_: Request, exc: SearchTimeout) -> Response:
     return problem(504, str(exc))
 
 
 @app.exception_handler(Exception)
-async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+async def internal_error(_: Request, exc: Exception) -> Response:
     log.exception("unhandled error: %s", exc)
     return problem(500, f"internal error ({type(exc).__name__}); it is logged")
 
