@@ -8,34 +8,47 @@ every document in the body is valid. ``POST /api/memory/semantic-search`` is ser
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from producers import health
+from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, Problem, ProblemItem, problem_body
-from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.auth import Authenticator, Caller
+from shared.errors import (
+    DocumentTooLarge,
+    Forbidden,
+    InvalidInput,
+    SearchTimeout,
+    ServiceUnavailable,
+    Unauthenticated,
+)
 from shared.models import (
+    TENANT_FROM_KEY,
     DeleteResult,
-    DocumentIn,
+    DocumentBody,
     DocumentStatus,
     Identifier,
     IngestAccepted,
     MemoryPage,
     MemoryRecord,
     Moment,
+    SearchBody,
     SearchFilters,
-    SearchRequest,
     SearchResponse,
+    TenantOverview,
 )
 from shared.settings import get_settings
 
@@ -44,17 +57,32 @@ log = logging.getLogger(__name__)
 # Path ids are checked as the body's are: the same identifier never reads two ways.
 DocumentIdPath = Annotated[Identifier, Path(description="The document's id within the tenant.")]
 MemoryIdPath = Annotated[Identifier, Path(description="The memory's id.")]
+# The tenant in a query string: optional, since the key decides it (an admin key must name it).
+TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
 
 
 class DocumentBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    documents: list[DocumentIn] = Field(min_length=1)
+    documents: list[DocumentBody] = Field(min_length=1)
 
 
 @lru_cache(maxsize=1)
 def client() -> EngramClient:
     return EngramClient(get_settings())
+
+
+@lru_cache(maxsize=1)
+def authenticator() -> Authenticator:
+    s = get_settings()
+    return Authenticator(
+        client().key_store(),
+        cache_s=s.auth_cache_s,
+        stale_s=s.auth_stale_s,
+        tolerance_s=s.webhook_tolerance_s,
+        first_seen=client().first_seen,
+        clock=time.time,
+    )
 
 
 @asynccontextmanager
@@ -72,7 +100,9 @@ def _problem(description: str) -> dict[str, Any]:
 
 # Every error answer has one shape, ``Problem``; these are documented on every operation.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: _problem("The request cannot be read."),
+    400: _problem("The request cannot be read, or names a host this app does not serve."),
+    401: _problem("No API key, an unknown or revoked one, or a webhook signature that does not hold."),
+    403: _problem("The API key is not for the tenant named (a tenant key acts for its own only)."),
     404: _problem("No such document or memory for this tenant."),
     413: _problem("A body or a document over its size limit."),
     422: _problem("Invalid input: each field and what is wrong with it in `errors`."),
@@ -82,6 +112,23 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan, responses=ERRORS)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
+# Added last, so it runs first: an anonymous request is refused before its body is read.
+app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: engram keys create")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key (n8n Header Auth)")
+
+
+def caller(
+    request: Request,
+    _bearer_key: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    _header_key: Annotated[str | None, Security(_api_key)],
+) -> Caller:
+    """Who calls, as ``AuthGuard`` found it (the two parameters only document the schemes)."""
+    return caller_of(request.scope)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
 
 
 def problem(
@@ -117,6 +164,18 @@ async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
 @app.exception_handler(InvalidInput)
 async def invalid_input(_: Request, exc: InvalidInput) -> Response:
     return problem(413 if isinstance(exc, DocumentTooLarge) else 422, str(exc))
+
+
+@app.exception_handler(Unauthenticated)
+async def unauthenticated(_: Request, exc: Unauthenticated) -> Response:
+    response = problem(401, str(exc))
+    response.headers["www-authenticate"] = 'Bearer realm="engram"'
+    return response
+
+
+@app.exception_handler(Forbidden)
+async def forbidden(_: Request, exc: Forbidden) -> Response:
+    return problem(403, str(exc))
 
 
 @app.exception_handler(ServiceUnavailable)
@@ -155,22 +214,24 @@ def _body_kind(body: Any) -> str:
 
 
 IngestBody = Annotated[
-    Annotated[DocumentIn, Tag("document")]
+    Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[list[DocumentIn], Tag("list")],
+    | Annotated[list[DocumentBody], Tag("list")],
     Discriminator(_body_kind),
 ]
 
 
 @app.post("/api/documents", status_code=202, response_model=IngestAccepted)
-async def ingest(body: Annotated[IngestBody, Body()]) -> IngestAccepted:
-    """One document, a list of them, or ``{"documents": [...]}``."""
-    if isinstance(body, DocumentIn):
-        documents = [body]
+async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
+    """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
+    document is the key's tenant's: one naming another tenant refuses the whole request (403)."""
+    if isinstance(body, DocumentBody):
+        bodies = [body]
     elif isinstance(body, DocumentBatch):
-        documents = body.documents
+        bodies = body.documents
     else:
-        documents = body
+        bodies = body
+    documents = [document.for_tenant(who.tenant_for(document.user_id)) for document in bodies]
     limit = get_settings().max_batch_documents
     if len(documents) > limit:
         raise InvalidInput(
@@ -181,8 +242,9 @@ async def ingest(body: Annotated[IngestBody, Body()]) -> IngestAccepted:
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
 async def document_status(
-    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, who: CallerDep, user_id: TenantQuery = None
 ) -> DocumentStatus:
+    user_id = who.tenant_for(user_id)
     status = await run_in_threadpool(client().status, user_id, document_id)
     if status.state == "unknown":
         raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
@@ -190,19 +252,20 @@ async def document_status(
 
 
 @app.put("/api/documents/{document_id:path}", status_code=202, response_model=IngestAccepted)
-async def update_document(document_id: DocumentIdPath, document: DocumentIn) -> IngestAccepted:
+async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: CallerDep) -> IngestAccepted:
     """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed."""
-    if document.id is not None and document.id != document_id:
-        raise InvalidInput(f"the body's id {document.id!r} is not the path's {document_id!r}")
-    document = document.model_copy(update={"id": document_id})
+    if body.id is not None and body.id != document_id:
+        raise InvalidInput(f"the body's id {body.id!r} is not the path's {document_id!r}")
+    document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
     return await run_in_threadpool(client().ingest, [document])
 
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
 async def delete_document(
-    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, who: CallerDep, user_id: TenantQuery = None
 ) -> DeleteResult:
     """Gone from search at once; ``qdrant_confirmed`` says whether the backup dropped it too."""
+    user_id = who.tenant_for(user_id)
     result = await run_in_threadpool(client().delete_document, user_id, document_id)
     if result.memories == 0:
         raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
@@ -211,7 +274,8 @@ async def delete_document(
 
 @app.get("/api/memories", response_model=MemoryPage)
 async def list_memories(
-    user_id: Annotated[Identifier, Query(description="The tenant.")],
+    who: CallerDep,
+    user_id: TenantQuery = None,
     project_id: Identifier | None = None,
     session_id: Identifier | None = None,
     document_id: Identifier | None = None,
@@ -223,6 +287,7 @@ async def list_memories(
     cursor: str | None = None,
 ) -> MemoryPage:
     """The tenant's memories matching the filters, a page at a time (``next_cursor``)."""
+    user_id = who.tenant_for(user_id)
     filters = SearchFilters(
         project_id=project_id,
         session_id=session_id,
@@ -236,9 +301,8 @@ async def list_memories(
 
 
 @app.get("/api/memories/{memory_id}", response_model=MemoryRecord)
-async def get_memory(
-    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
-) -> MemoryRecord:
+async def get_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> MemoryRecord:
+    user_id = who.tenant_for(user_id)
     memory = await run_in_threadpool(client().get_memory, user_id, memory_id)
     if memory is None:
         raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
@@ -246,9 +310,8 @@ async def get_memory(
 
 
 @app.delete("/api/memories/{memory_id}", response_model=DeleteResult)
-async def delete_memory(
-    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
-) -> DeleteResult:
+async def delete_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> DeleteResult:
+    user_id = who.tenant_for(user_id)
     result = await run_in_threadpool(client().delete_memory, user_id, memory_id)
     if result.memories == 0:
         raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
@@ -258,16 +321,16 @@ async def delete_memory(
 class DeleteWhere(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    user_id: Identifier
+    user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
     filters: SearchFilters = Field(default_factory=SearchFilters)
     everything: bool = Field(False, description="Required to delete all of the tenant's memories.")
 
 
 @app.post("/api/memories/delete", response_model=DeleteResult)
-async def delete_where(request: DeleteWhere) -> DeleteResult:
+async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
     """Deletes the tenant's memories matching the filters (only that tenant's)."""
     return await run_in_threadpool(
-        client().delete_where, request.user_id, request.filters, request.everything
+        client().delete_where, who.tenant_for(request.user_id), request.filters, request.everything
     )
 
 
@@ -276,10 +339,14 @@ async def delete_where(request: DeleteWhere) -> DeleteResult:
     response_model=SearchResponse,
     responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S.")},
 )
-async def semantic_search(request: SearchRequest) -> SearchResponse:
-    return await run_in_threadpool(client().search, request)
+async def semantic_search(request: SearchBody, who: CallerDep) -> SearchResponse:
+    return await run_in_threadpool(client().search, request.for_tenant(who.tenant_for(request.user_id)))
 
 
-@app.get("/api/status")
-async def overview() -> dict[str, Any]:
+@app.get("/api/status", response_model=TenantOverview | dict[str, Any])
+async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOverview | dict[str, Any]:
+    """A tenant key sees its own tenant's counts; an admin key one tenant's (``user_id``) or the
+    whole store's: queues, sync health, the reconciler's last pass."""
+    if who.tenant is not None or user_id is not None:
+        return await run_in_threadpool(client().tenant_overview, who.tenant_for(user_id))
     return await run_in_threadpool(client().overview)

@@ -28,6 +28,14 @@ class InvalidInput(PermanentError):
     """Bad input from a caller: the message names the field and the problem."""
 
 
+class Unauthenticated(PermanentError):
+    """No API key, an unknown or revoked one, or a webhook signature that does not hold (401)."""
+
+
+class Forbidden(PermanentError):
+    """A valid key asking for what it may not touch: another tenant, or store-wide figures (403)."""
+
+
 class DocumentTooLarge(InvalidInput):
     """A document over ``ENGRAM_MAX_DOCUMENT_BYTES``, or a request over ``ENGRAM_MAX_REQUEST_BYTES``."""
 
@@ -87,6 +95,7 @@ __all__ = [
     "DocumentTooLarge",
     "EmbeddingRejected",
     "EngramError",
+    "Forbidden",
     "GraphStoreRejected",
     "InvalidInput",
     "ModelMigration",
@@ -95,5 +104,6 @@ __all__ = [
     "ServiceUnavailable",
     "StagingMissing",
     "TransientError",
+    "Unauthenticated",
     "VectorStoreRejected",
 ]

@@ -6,6 +6,7 @@ local use; placeholder secrets are refused when ``ENGRAM_ENV=production``.
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -149,6 +150,23 @@ class Settings(BaseSettings):
     # HTTP app.
     api_host: str = Field("127.0.0.1", description="HTTP app address.")
     api_port: int = Field(8000, ge=1, le=65535, description="HTTP app port.")
+    auth_mode: Literal["keys", "local"] = Field(
+        "keys",
+        description="keys: every /api call needs an API key (engram keys); local: none, loopback only.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost", "[::1]"],
+        description='Host headers the app answers, as JSON: ["engram.example.com"]; "*" any.',
+    )
+    auth_cache_s: float = Field(
+        5.0, ge=0, description="How long a key is trusted before it is looked up again."
+    )
+    auth_stale_s: float = Field(
+        3600.0, ge=0, description="How long a key seen before still works while Neo4j is unreachable."
+    )
+    webhook_tolerance_s: float = Field(
+        300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -175,11 +193,26 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 "set ENGRAM_NEO4J_PASSWORD: the development password is refused in production"
             )
+        if self.auth_mode == "local" and not is_loopback(self.api_host):
+            raise ConfigurationError(
+                f"ENGRAM_AUTH_MODE=local serves without API keys, so only on loopback: "
+                f"ENGRAM_API_HOST={self.api_host} is not"
+            )
         return self
 
     @property
     def qdrant_local_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @lru_cache(maxsize=1)
