@@ -4,7 +4,8 @@
 (``ENGRAM_ALLOWED_HOSTS``: a DNS-rebinding page naming its own host is refused, 400). Every
 ``/api`` request must then carry an API key — ``Authorization: Bearer <key>`` or
 ``X-API-Key: <key>`` (n8n's Header Auth) — or be a signed webhook (``X-Engram-Key-Id``,
-``X-Engram-Timestamp``, ``X-Engram-Signature``: the body is read, bounded, to check it). An
+``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: the body is read,
+bounded, to check it). An
 anonymous request is answered 401 without its body being read. The caller is put in the ASGI scope
 for the routes (``caller``). ``/healthz`` and the OpenAPI pages are open.
 
@@ -88,6 +89,10 @@ class AuthGuard:
             return
         try:
             if "x-engram-signature" in headers:
+                if (scope["method"], path) != ("POST", "/api/documents"):
+                    # The signature covers the body, not the method or path: it is good for the
+                    # one operation a webhook performs.
+                    raise Unauthenticated("a signed request is taken by POST /api/documents only")
                 body = await read_body(receive, settings.max_request_bytes)
                 if body is None:
                     return

@@ -24,7 +24,7 @@ from shared.ids import document_key
 from shared.models import DeleteResult, Identifier, SearchFilters, SearchRequest, utc_now
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.refs import DocRef
-from shared.settings import get_settings
+from shared.settings import get_settings, is_loopback
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -426,9 +426,12 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = get_settings()
+    host = args.host or settings.api_host
+    if settings.auth_mode == "local" and not is_loopback(host):
+        raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {host}")
     uvicorn.run(
         "producers.api:app",
-        host=args.host or settings.api_host,
+        host=host,
         port=args.port or settings.api_port,
     )
     return 0

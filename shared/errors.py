@@ -33,7 +33,7 @@ class Unauthenticated(PermanentError):
 
 
 class Forbidden(PermanentError):
-    """A valid key asking for what it may not touch: another tenant, or store-wide figures (403)."""
+    """A valid key naming a tenant it does not act for (403)."""
 
 
 class DocumentTooLarge(InvalidInput):

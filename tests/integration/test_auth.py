@@ -189,3 +189,12 @@ def test_a_signed_webhook_lands_in_its_keys_tenant_once(api: TestClient, keys: K
         "x-engram-signature": signature(made.signing_secret, stale, body),
     }
     assert hook.post("/api/documents", content=body, headers=old).status_code == 401
+    # And a signature is good for posting documents only: it does not cover the method or path
+    fresh = str(int(time.time()))
+    other = {
+        **headers,
+        "x-engram-timestamp": fresh,
+        "x-engram-signature": signature(made.signing_secret, fresh, b""),
+    }
+    assert hook.delete("/api/documents/hook", headers=other).status_code == 401
+    assert api.get("/api/documents/hook", params={"user_id": tenant}).json()["state"] == "done"
