@@ -74,6 +74,10 @@ class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
 
+class ModelAnswerRejected(PermanentError):
+    """A reranker or chat model refused the request (a 4xx) or answered in a shape we cannot read."""
+
+
 class VectorStoreRejected(PermanentError):
     """Qdrant refused a request (a 4xx other than 408 or 429, a point it cannot take)."""
 
@@ -98,6 +102,7 @@ __all__ = [
     "Forbidden",
     "GraphStoreRejected",
     "InvalidInput",
+    "ModelAnswerRejected",
     "ModelMigration",
     "PermanentError",
     "SearchTimeout",
