@@ -15,6 +15,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from shared.redis_client import connect
 from shared.settings import Settings
 from tests.integration.support import WORKERS, Workers
 
@@ -33,7 +34,7 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def redis_client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.redis_url)
+    client = connect(settings)
     try:
         client.ping()
     except redis.ConnectionError as exc:
