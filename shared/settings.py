@@ -33,7 +33,8 @@ class Settings(BaseSettings):
     )
 
     env: Literal["development", "production"] = Field(
-        "development", description="production refuses placeholder secrets."
+        "development",
+        description="production refuses placeholder and missing secrets (Neo4j, Redis, Qdrant server).",
     )
     data_dir: Path = Field(Path(".engram"), description="Local data of Redis, Neo4j and Qdrant.")
 
@@ -55,7 +56,7 @@ class Settings(BaseSettings):
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
     qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")
-    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
+    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key (header api-key).")
     qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
     qdrant_collection_prefix: str = Field(
         "engram", description="Collections are named prefix_model_dimension."
