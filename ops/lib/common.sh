@@ -128,7 +128,7 @@ redis_start() {
     state=$(redis_state "$port")
     if [[ $state == open || $state == other ]]; then
         local why="asks no password"
-        [[ $state == other ]] && why="refuses the password of $ENGRAM_DATA_DIR"
+        [[ $state == other ]] && why="refuses the configured password"
         live_pid "$RUN_DIR/redis.pid" redis-server >/dev/null ||
             fail "the Redis on 127.0.0.1:$port $why and was not started for $ENGRAM_DATA_DIR; stop it, or set ENGRAM_REDIS_URL to another port"
         say "the Redis on 127.0.0.1:$port $why: restarting it with the password"
