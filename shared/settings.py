@@ -173,7 +173,8 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _url_holds_no_password(cls, value: str) -> str:
-        # Checked here, not in _check: a refused value must not be echoed in the error.
+        # A ConfigurationError passes through pydantic as it is: the URL (and its password) is not
+        # echoed, as a ValidationError would echo the input.
         try:
             password = urlsplit(value).password
         except ValueError as exc:
