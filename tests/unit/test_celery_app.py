@@ -182,7 +182,9 @@ _PASSWORD = "s3cret-celery-password"
 
 def test_the_redis_password_travels_beside_the_url(tmp_path: Path) -> None:
     # Given settings with a Redis password
-    settings = Settings(_env_file=None, data_dir=tmp_path, redis_password=_PASSWORD)
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, redis_url="redis://127.0.0.1:6379/0", redis_password=_PASSWORD
+    )
 
     # When an app is made for them
     made = make_app(settings)

@@ -15,7 +15,9 @@ from shared.settings import Settings
 
 
 def test_a_client_authenticates_with_the_password_and_keeps_the_url(tmp_path: Path) -> None:
-    settings = Settings(_env_file=None, data_dir=tmp_path, redis_password="redis-secret")
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, redis_url="redis://127.0.0.1:6379/0", redis_password="redis-secret"
+    )
 
     client = redis_client.connect(settings)
 
