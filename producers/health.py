@@ -20,10 +20,10 @@ from typing import Literal, TypeVar
 
 import httpx
 import neo4j
-import redis
 from celery import Celery
 from pydantic import BaseModel, Field
 
+from shared.redis_client import connect
 from shared.settings import Settings
 from workers.app import QUEUES
 from workers.app import app as default_app
@@ -143,12 +143,16 @@ def workers_health(replies: dict[str, list[dict[str, object]]], queues: tuple[st
     )
 
 
-def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[str, ...] = QUEUES) -> Probes:
-    """The real probes, with clients of their own (neither connects before its first check)."""
+def default_probes(
+    settings: Settings,
+    app: Celery = default_app,
+    queues: tuple[str, ...] = QUEUES,
+    qdrant_transport: httpx.BaseTransport | None = None,
+) -> Probes:
+    """The real probes, with clients of their own (neither connects before its first check).
+    ``qdrant_transport`` stands in for the Qdrant server in tests."""
     timeout = TIMEOUT_S
-    redis_client = redis.Redis.from_url(
-        settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout
-    )
+    redis_client = connect(settings, timeout_s=timeout, connect_timeout_s=timeout)
     driver = neo4j.GraphDatabase.driver(
         settings.neo4j_uri,
         auth=(settings.neo4j_user, settings.neo4j_password.get_secret_value()),
@@ -173,9 +177,19 @@ def default_probes(settings: Settings, app: Celery = default_app, queues: tuple[
             state = "exists" if folder.is_dir() else "is not created yet (no write so far)"
             return ServiceHealth(status="embedded", detail=f"folder {folder} {state}")
         headers = {"api-key": settings.qdrant_api_key.get_secret_value()} if settings.qdrant_api_key else {}
-        response = httpx.get(f"{settings.qdrant_url.rstrip('/')}/readyz", headers=headers, timeout=timeout)
+        base = settings.qdrant_url.rstrip("/")
+        with httpx.Client(headers=headers, timeout=timeout, transport=qdrant_transport) as client:
+            response = client.get(f"{base}/readyz")
+            if response.status_code != 200:
+                return ServiceHealth(status="down", detail=f"/readyz answered {response.status_code}")
+            # /readyz asks for no key: a key the server refuses shows on a call that does.
+            response = client.get(f"{base}/collections")
+        if response.status_code in (401, 403):
+            hint = "check ENGRAM_QDRANT_API_KEY" if settings.qdrant_api_key else "set ENGRAM_QDRANT_API_KEY"
+            detail = f"API key refused (HTTP {response.status_code}): {hint}"
+            return ServiceHealth(status="down", detail=detail)
         if response.status_code != 200:
-            return ServiceHealth(status="down", detail=f"/readyz answered {response.status_code}")
+            return ServiceHealth(status="down", detail=f"/collections answered {response.status_code}")
         return ServiceHealth(status="up")
 
     def workers_probe() -> WorkersHealth:

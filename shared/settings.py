@@ -2,6 +2,11 @@
 
 No other module reads the environment: they call :func:`get_settings`. Every default is safe for
 local use; placeholder secrets are refused when ``ENGRAM_ENV=production``.
+
+Secrets are ``SecretStr`` (masked in repr, str and dumps) and never part of a URL: the Redis
+password is ``ENGRAM_REDIS_PASSWORD``, or when that is unset the data folder's
+``secrets/redis.password`` that ``ops/`` makes (see :mod:`shared.secrets`), so a process started
+with no variable set finds the password of the Redis ``ops/`` runs.
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared import secrets
 from shared.errors import ConfigurationError
 
 DEV_NEO4J_PASSWORD = "engram-dev-password"
@@ -27,13 +34,18 @@ class Settings(BaseSettings):
     )
 
     env: Literal["development", "production"] = Field(
-        "development", description="production refuses placeholder secrets."
+        "development",
+        description="production refuses placeholder and missing secrets (Neo4j, Redis, Qdrant server).",
     )
     data_dir: Path = Field(Path(".engram"), description="Local data of Redis, Neo4j and Qdrant.")
 
     # Broker and result backend.
     redis_url: str = Field(
-        "redis://127.0.0.1:6379/0", description="Celery broker and results, staging, progress."
+        "redis://127.0.0.1:6379/0",
+        description="Celery broker and results, staging, progress; no password in it.",
+    )
+    redis_password: SecretStr | None = Field(
+        None, description="Redis password; when unset, read from data_dir/secrets/redis.password if there."
     )
 
     # Neo4j, the primary store.
@@ -45,7 +57,7 @@ class Settings(BaseSettings):
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
     qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")
-    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key.")
+    qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key (header api-key).")
     qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
     qdrant_collection_prefix: str = Field(
         "engram", description="Collections are named prefix_model_dimension."
@@ -186,8 +198,34 @@ class Settings(BaseSettings):
         300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
     )
 
+    @field_validator("redis_password", "qdrant_api_key", "embedding_api_key", mode="before")
+    @classmethod
+    def _empty_secret_is_unset(cls, value: object) -> object:
+        """An empty variable (``ENGRAM_REDIS_PASSWORD=``) means no secret, not an empty one."""
+        if value == "" or (isinstance(value, SecretStr) and not value.get_secret_value()):
+            return None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url_holds_no_password(cls, value: str) -> str:
+        # A ConfigurationError passes through pydantic as it is: the URL (and its password) is not
+        # echoed, as a ValidationError would echo the input.
+        try:
+            password = urlsplit(value).password
+        except ValueError as exc:
+            raise ConfigurationError("ENGRAM_REDIS_URL is not a URL") from exc
+        if password is not None:
+            raise ConfigurationError(
+                "ENGRAM_REDIS_URL holds a password: set ENGRAM_REDIS_PASSWORD instead "
+                "(URLs are printed in logs and errors; the password must not be)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.redis_password is None:
+            self.redis_password = secrets.read(self.redis_password_file)
         if self.chunk_size_tokens + 2 > self.embedding_max_tokens:
             raise ConfigurationError(
                 f"ENGRAM_CHUNK_SIZE_TOKENS={self.chunk_size_tokens} does not fit the model's "
@@ -207,10 +245,6 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 f"ENGRAM_EMBEDDING_BACKEND={self.embedding_backend} needs ENGRAM_EMBEDDING_URL"
             )
-        if self.env == "production" and self.neo4j_password.get_secret_value() == DEV_NEO4J_PASSWORD:
-            raise ConfigurationError(
-                "set ENGRAM_NEO4J_PASSWORD: the development password is refused in production"
-            )
         for backend, url, name in (
             (self.rerank_backend, self.rerank_url, "RERANK"),
             (self.agentic_backend, self.agentic_url, "AGENTIC"),
@@ -222,11 +256,32 @@ class Settings(BaseSettings):
                 f"ENGRAM_AUTH_MODE=local serves without API keys, so only on loopback: "
                 f"ENGRAM_API_HOST={self.api_host} is not"
             )
+        if self.env == "production":
+            self._check_production_secrets()
         return self
+
+    def _check_production_secrets(self) -> None:
+        if self.neo4j_password.get_secret_value() == DEV_NEO4J_PASSWORD:
+            raise ConfigurationError(
+                "set ENGRAM_NEO4J_PASSWORD: the development password is refused in production"
+            )
+        if self.redis_password is None:
+            raise ConfigurationError(
+                "set ENGRAM_REDIS_PASSWORD: production refuses a Redis without a password"
+            )
+        if self.qdrant_url is not None and self.qdrant_api_key is None:
+            raise ConfigurationError(
+                "set ENGRAM_QDRANT_API_KEY: production refuses a Qdrant server without an API key"
+            )
 
     @property
     def qdrant_local_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def redis_password_file(self) -> Path:
+        """Where ``ops/`` keeps the password of the Redis it runs for this data folder."""
+        return secrets.redis_password_path(self.data_dir)
 
 
 def is_loopback(host: str) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from celery import Celery
 from kombu.entity import Queue
 
-from shared.settings import get_settings
+from shared import redis_client
+from shared.settings import Settings, get_settings
 
 INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
 FALLBACK = "fallback"
@@ -36,11 +37,14 @@ TASK_MODULES = [
 ]
 
 
-def make_app() -> Celery:
-    settings = get_settings()
+def make_app(settings: Settings | None = None) -> Celery:
+    """The app for these settings (the process's own by default)."""
+    settings = settings or get_settings()
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
-    app = Celery("engram", broker=settings.redis_url, backend=settings.redis_url, include=TASK_MODULES)
+    app = Celery("engram", include=TASK_MODULES)
     app.conf.update(
+        # Broker and result backend: the URL, and the password beside it (never in a URL).
+        **redis_client.celery_config(settings),
         task_queues=[Queue(name) for name in QUEUES],
         task_default_queue=INGEST,
         task_routes={

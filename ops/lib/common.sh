@@ -82,27 +82,75 @@ live_pid() {
     echo "$pid"
 }
 
-# PING answers PONG and the AOF is loaded (until then Redis answers LOADING to everything).
-redis_ready() {
-    [[ $(redis-cli -p "$1" ping 2>/dev/null) == PONG ]] &&
-        redis-cli -p "$1" info persistence 2>/dev/null | grep -q '^loading:0'
+# Redis asks for a password: ENGRAM_REDIS_PASSWORD, else the data folder's secrets/redis.password,
+# made on first use (ops/redis_auth.py). It stays in this shell variable, unexported, and reaches
+# redis-cli through REDISCLI_AUTH in that command's environment alone: never on a command line.
+REDIS_AUTH=""
+
+redis_auth() {
+    REDIS_AUTH=$("$PY" "$ENGRAM_ROOT/ops/redis_auth.py" password) ||
+        fail "cannot read or make the Redis password (see above)"
 }
 
-# Starts Redis unless something answers on its port, and returns once it has loaded its AOF.
+rcli() { REDISCLI_AUTH=$REDIS_AUTH redis-cli "$@"; }
+
+# What answers on the port: none, open (a Redis that asks no password), ours (our password works)
+# or other (a Redis that refuses it).
+redis_state() {
+    local reply
+    reply=$(env -u REDISCLI_AUTH redis-cli -p "$1" ping 2>&1) || true
+    case $reply in
+        PONG* | LOADING*) echo open && return 0 ;;
+        *NOAUTH*) ;;
+        *) echo none && return 0 ;;
+    esac
+    reply=$(rcli -p "$1" ping 2>/dev/null) || true
+    case $reply in
+        PONG* | LOADING*) echo ours ;;
+        *) echo other ;;
+    esac
+}
+
+# PING answers PONG and the AOF is loaded (until then Redis answers LOADING to everything).
+redis_ready() {
+    [[ $(rcli -p "$1" ping 2>/dev/null) == PONG ]] &&
+        rcli -p "$1" info persistence 2>/dev/null | grep -q '^loading:0'
+}
+
+# Starts Redis unless it runs with our password, and returns once it has loaded its AOF. A Redis
+# of this data dir that asks no password (started before it had one) or another one is stopped
+# (the supervisor's programs first) and started again with ours; any other Redis on the port is
+# refused.
 redis_start() {
-    local port started=$SECONDS timeout=${ENGRAM_REDIS_START_TIMEOUT:-300}
+    local port state config started=$SECONDS timeout=${ENGRAM_REDIS_START_TIMEOUT:-300}
     port=$(redis_port)
-    if ! redis-cli -p "$port" ping 2>/dev/null | grep -qE 'PONG|LOADING'; then
-        say "starting Redis on 127.0.0.1:$port (AOF on)"
+    redis_auth
+    state=$(redis_state "$port")
+    if [[ $state == open || $state == other ]]; then
+        local why="asks no password"
+        [[ $state == other ]] && why="refuses the configured password"
+        live_pid "$RUN_DIR/redis.pid" redis-server >/dev/null ||
+            fail "the Redis on 127.0.0.1:$port $why and was not started for $ENGRAM_DATA_DIR; stop it, or set ENGRAM_REDIS_URL to another port"
+        say "the Redis on 127.0.0.1:$port $why: restarting it with the password"
+        supervisor_stop
+        redis_stop
+        state=none
+    fi
+    if [[ $state == none ]]; then
+        say "starting Redis on 127.0.0.1:$port (AOF on, password required)"
         mkdir -p "$ENGRAM_DATA_DIR/redis" "$RUN_DIR" "$LOG_DIR"
-        redis-server --port "$port" --bind 127.0.0.1 --dir "$ENGRAM_DATA_DIR/redis" \
+        config=$("$PY" "$ENGRAM_ROOT/ops/redis_auth.py" config) || fail "cannot write the Redis password"
+        # The password goes in on stdin (redis-server -), so no command line shows it.
+        printf '%s\n' "$config" | redis-server - --port "$port" --bind 127.0.0.1 --protected-mode yes \
+            --dir "$ENGRAM_DATA_DIR/redis" \
             --appendonly yes --appendfsync everysec --maxmemory-policy noeviction \
-            --save "" --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log"
+            --save "" --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log" \
+            >>"$LOG_DIR/redis.log" 2>&1
     fi
     until redis_ready "$port"; do
         if ((SECONDS - started > timeout)) ||
             { ((SECONDS - started > 5)) && ! live_pid "$RUN_DIR/redis.pid" redis-server >/dev/null &&
-                ! redis-cli -p "$port" ping >/dev/null 2>&1; }; then
+                [[ $(redis_state "$port") == none ]]; }; then
             tail -n 20 "$LOG_DIR/redis.log" >&2
             fail "Redis on port $port is not ready (not running, or still loading its AOF after ${timeout}s)"
         fi

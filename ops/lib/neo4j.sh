@@ -204,9 +204,10 @@ neo4j_start() {
         [[ -n ${ENGRAM_NEO4J_JAVA_OPTS:-} ]] && extra=($ENGRAM_NEO4J_JAVA_OPTS)
 
         echo "neo4j: starting on $_n_host:$_n_port (home $_n_home, heap $heap, log $_n_log)"
-        # The password travels via the environment, never on the command line.
+        # The password travels via the environment, never on the command line. Bolt listens on
+        # loopback only (a URI naming 0.0.0.0 or localhost binds 127.0.0.1).
         ENGRAM_NEO4J_PASSWORD=$_n_password \
-            ENGRAM_NEO4J_HOST=$([[ $_n_host == localhost ]] && echo 127.0.0.1 || echo "$_n_host") \
+            ENGRAM_NEO4J_HOST=$([[ $_n_host == localhost || $_n_host == 0.0.0.0 ]] && echo 127.0.0.1 || echo "$_n_host") \
             ENGRAM_NEO4J_PAGECACHE=${ENGRAM_NEO4J_PAGECACHE:-512m} \
             nohup "$_n_java" "${jvm[@]}" "${extra[@]}" \
             -cp "$_n_src/target/classes:$_n_src/target/lib/*" \

@@ -25,6 +25,7 @@ import neo4j
 import redis
 from qdrant_client import QdrantClient
 
+from shared import redis_client, secrets
 from shared.settings import Settings
 from shared.stores.qdrant import collection_name
 from workers.app import QUEUES
@@ -172,13 +173,7 @@ class FaultStack:
         self.data_dir = data_dir.resolve()
         self.redis_port = redis_port
         self.neo4j_port = neo4j_port
-        self.settings = Settings(
-            data_dir=self.data_dir,
-            redis_url=f"redis://127.0.0.1:{redis_port}/0",
-            neo4j_uri=f"bolt://127.0.0.1:{neo4j_port}",
-            qdrant_url=None,
-            qdrant_path=None,
-        )
+        self.settings = self._settings()
         self.logs = self.data_dir / "logs"
         self.workers: dict[str, Worker] = {}
         self._redis: redis.Redis | None = None
@@ -192,10 +187,23 @@ class FaultStack:
         folder = data_dir or Path(os.environ.get("ENGRAM_FAULTS_DATA_DIR", str(ROOT / ".engram-faults")))
         return cls(folder, redis_port, neo4j_port)
 
+    def _settings(self) -> Settings:
+        """The stack's settings; its Redis password is the one in its own data folder (read again
+        once :meth:`open` has made it), never the caller's ENGRAM_REDIS_PASSWORD."""
+        return Settings(
+            data_dir=self.data_dir,
+            redis_url=f"redis://127.0.0.1:{self.redis_port}/0",
+            redis_password=None,
+            neo4j_uri=f"bolt://127.0.0.1:{self.neo4j_port}",
+            qdrant_url=None,
+            qdrant_path=None,
+        )
+
     # Environment of every process of the stack: the ENGRAM_* of this stack over the caller's.
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("ENGRAM_QDRANT_URL", "ENGRAM_QDRANT_PATH")}
+        own = ("ENGRAM_QDRANT_URL", "ENGRAM_QDRANT_PATH", "ENGRAM_REDIS_PASSWORD", "REDISCLI_AUTH")
+        env = {k: v for k, v in os.environ.items() if k not in own}
         env.update(
             ENGRAM_ROOT=str(ROOT),
             ENGRAM_DATA_DIR=str(self.data_dir),
@@ -233,6 +241,9 @@ class FaultStack:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / ".gitignore").write_text("*\n")
         self.logs.mkdir(exist_ok=True)
+        # A new Redis password for the new folder, as ops/ makes one; the stack's clients use it.
+        secrets.ensure(self.settings.redis_password_file)
+        self.settings = self._settings()
         self.redis_start()
         self.neo4j_start()
         for name in WORKERS:
@@ -286,7 +297,7 @@ class FaultStack:
     @property
     def redis(self) -> redis.Redis:
         if self._redis is None:
-            self._redis = redis.Redis.from_url(self.settings.redis_url, socket_timeout=10)
+            self._redis = redis_client.connect(self.settings)
         return self._redis
 
     @property

@@ -58,9 +58,7 @@ def version_of(accepted: IngestAccepted) -> int | None:
 
 def stack_app(stack: FaultStack) -> Celery:
     """The Celery app of workers.app, pointed at the fault stack's Redis."""
-    app = make_app()
-    app.conf.update(broker_url=stack.settings.redis_url, result_backend=stack.settings.redis_url)
-    return app
+    return make_app(stack.settings)
 
 
 class Context:

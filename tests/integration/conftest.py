@@ -16,6 +16,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from shared.auth import NewKey
+from shared.redis_client import connect
 from shared.settings import Settings
 from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers
 
@@ -34,7 +35,7 @@ def settings() -> Settings:
 
 @pytest.fixture(scope="session")
 def redis_client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.redis_url)
+    client = connect(settings)
     try:
         client.ping()
     except redis.ConnectionError as exc:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,64 @@ def test_importing_the_app_connects_to_nothing_and_loads_no_worker_code() -> Non
 
 def test_task_modules_are_listed_for_the_workers() -> None:
     assert list(app.conf.include) == TASK_MODULES
+
+
+# The Redis password: beside the URL, never in it nor in anything Celery prints.
+
+_PASSWORD = "s3cret-celery-password"
+
+
+def test_the_redis_password_travels_beside_the_url(tmp_path: Path) -> None:
+    # Given settings with a Redis password
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, redis_url="redis://127.0.0.1:6379/0", redis_password=_PASSWORD
+    )
+
+    # When an app is made for them
+    made = make_app(settings)
+
+    # Then broker and result backend authenticate with it, and no URL holds it
+    connection = made.connection_for_write()
+    assert connection.password == _PASSWORD
+    assert made.backend.connparams["password"] == _PASSWORD
+    for shown in (made.conf.broker_url, made.conf.result_backend, connection.as_uri(), made.backend.as_uri()):
+        assert _PASSWORD not in shown
+    assert connection.as_uri() == "redis://:**@127.0.0.1:6379/0"  # the banner's form: masked
+
+
+def test_no_password_means_none_is_sent(tmp_path: Path) -> None:
+    made = make_app(Settings(_env_file=None, data_dir=tmp_path))
+
+    assert made.connection_for_write().password is None
+    assert made.backend.connparams["password"] is None
+
+
+def test_a_worker_prints_no_password_at_start_nor_when_it_cannot_connect(tmp_path: Path) -> None:
+    # Given a worker whose password comes from the data folder and whose Redis is out of reach
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "redis.password").write_text(_PASSWORD)
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ENGRAM_")}
+    env.update(ENGRAM_DATA_DIR=str(tmp_path), ENGRAM_REDIS_URL="redis://127.0.0.1:9/0")
+    log = tmp_path / "worker.log"
+    celery = str(Path(sys.executable).with_name("celery"))
+    command = [celery, "-A", "workers.app", "worker", "-Q", "query", "--pool", "solo", "-n", "t@%h"]
+
+    # When it starts, prints its banner and fails to connect
+    with log.open("wb") as out:
+        worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while b"Cannot connect" not in log.read_bytes() and time.monotonic() < deadline:
+            assert worker.poll() is None, log.read_text()
+            time.sleep(0.2)
+        command_line = Path(f"/proc/{worker.pid}/cmdline").read_bytes()
+    finally:
+        worker.kill()
+        worker.wait()
+
+    # Then the broker shows masked, and the password shows nowhere
+    output = log.read_text()
+    assert "transport:   redis://:**@127.0.0.1:9/0" in output
+    assert "Cannot connect to redis://:**@127.0.0.1:9/0" in output
+    assert _PASSWORD not in output
+    assert _PASSWORD.encode() not in command_line

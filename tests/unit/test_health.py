@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -156,6 +157,52 @@ def test_embedded_qdrant_reports_its_folder_without_opening_it(tmp_path: Path) -
     assert "not created yet" in before.detail
     assert after.detail.endswith("exists")
     assert list((tmp_path / "qdrant").iterdir()) == []  # nothing opened or created in it
+
+
+def _qdrant_server(answers: dict[str, int], seen: list[httpx.Request]) -> httpx.MockTransport:
+    """A Qdrant server: each path answers its status; /readyz asks for no key, as Qdrant's does."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(answers.get(request.url.path, 404), json={})
+
+    return httpx.MockTransport(handle)
+
+
+def test_qdrant_server_is_asked_with_its_api_key(tmp_path: Path) -> None:
+    # Given a Qdrant server and its key
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, qdrant_url="http://qdrant:6333", qdrant_api_key="qdrant-key"
+    )
+    seen: list[httpx.Request] = []
+    transport = _qdrant_server({"/readyz": 200, "/collections": 200}, seen)
+
+    # When it is probed
+    probes = health.default_probes(settings, qdrant_transport=transport)
+    result = probes.qdrant()
+    probes.close()
+
+    # Then every request carried the key, and an authenticated one was made
+    assert result.status == "up"
+    assert [r.url.path for r in seen] == ["/readyz", "/collections"]
+    assert all(r.headers["api-key"] == "qdrant-key" for r in seen)
+
+
+@pytest.mark.parametrize(("key", "hint"), [(None, "set ENGRAM_QDRANT_API_KEY"), ("wrong", "check")])
+def test_a_qdrant_key_refused_is_down_naming_the_setting(tmp_path: Path, key: str | None, hint: str) -> None:
+    # Given a server that is ready but refuses the key (or its absence)
+    settings = Settings(
+        _env_file=None, data_dir=tmp_path, qdrant_url="http://qdrant:6333", qdrant_api_key=key
+    )
+    transport = _qdrant_server({"/readyz": 200, "/collections": 401}, [])
+
+    probes = health.default_probes(settings, qdrant_transport=transport)
+    result = probes.qdrant()
+    probes.close()
+
+    assert result.status == "down"
+    assert "API key refused (HTTP 401)" in result.detail and hint in result.detail
+    assert "wrong" not in result.detail
 
 
 def test_embedded_qdrant_is_not_counted_as_down() -> None:

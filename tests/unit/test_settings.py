@@ -13,11 +13,13 @@ from shared.settings import DEV_NEO4J_PASSWORD, Settings
 
 
 @pytest.fixture(autouse=True)
-def _no_engram_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tests see only the variables they set themselves."""
+def _no_engram_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The tests see only the variables they set themselves, and no data folder of a demo (the
+    default data_dir is relative to the working folder)."""
     for name in list(os.environ):
         if name.upper().startswith("ENGRAM_"):
             monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
 
 
 def _settings(**values: Any) -> Settings:
@@ -37,11 +39,23 @@ def test_defaults_are_safe_for_local_use() -> None:
     assert settings.api_host == "127.0.0.1"
 
 
-def test_secrets_are_not_shown_in_repr() -> None:
-    settings = _settings(neo4j_password="s3cret-value")
+def test_secrets_are_not_shown_in_repr(tmp_path: Path) -> None:
+    # Given every secret set, the Redis password read from the data folder
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "redis.password").write_text("redis-from-file\n")
+    settings = _settings(
+        data_dir=tmp_path,
+        neo4j_password="s3cret-value",
+        qdrant_api_key="qdrant-key-value",
+        embedding_api_key="embedding-key-value",
+    )
 
-    assert "s3cret-value" not in repr(settings)
-    assert "s3cret-value" not in str(settings.model_dump())
+    # Then no way of showing the settings shows one
+    shown = [repr(settings), str(settings), str(settings.model_dump()), settings.model_dump_json()]
+    for secret in ("s3cret-value", "redis-from-file", "qdrant-key-value", "embedding-key-value"):
+        assert not any(secret in text for text in shown), secret
+    assert settings.redis_password is not None
+    assert settings.redis_password.get_secret_value() == "redis-from-file"
 
 
 def test_qdrant_local_path_defaults_under_data_dir() -> None:
@@ -127,16 +141,119 @@ def test_http_backend_with_url_is_accepted() -> None:
 
 def test_production_with_the_development_password_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="NEO4J_PASSWORD"):
-        _settings(env="production")
+        _settings(env="production", redis_password="redis-secret")
     with pytest.raises(ConfigurationError):
-        _settings(env="production", neo4j_password=DEV_NEO4J_PASSWORD)
+        _settings(env="production", neo4j_password=DEV_NEO4J_PASSWORD, redis_password="redis-secret")
 
 
 def test_production_with_another_password_is_accepted() -> None:
-    settings = _settings(env="production", neo4j_password="a-real-secret")
+    settings = _settings(env="production", neo4j_password="a-real-secret", redis_password="redis-secret")
 
     assert settings.env == "production"
     assert settings.neo4j_password.get_secret_value() == "a-real-secret"
+
+
+# The Redis password and the Qdrant API key.
+
+
+def _write_password_file(data_dir: Path, text: str) -> None:
+    (data_dir / "secrets").mkdir(parents=True)
+    (data_dir / "secrets" / "redis.password").write_text(text)
+
+
+def test_redis_password_is_read_from_the_data_folder_when_unset(tmp_path: Path) -> None:
+    # Given the secret ops/ keeps in the data folder, and no ENGRAM_REDIS_PASSWORD
+    _write_password_file(tmp_path, "from-the-file\n")
+
+    # When settings are built
+    settings = _settings(data_dir=tmp_path)
+
+    # Then they hold it, without its newline
+    assert settings.redis_password_file == tmp_path / "secrets" / "redis.password"
+    assert settings.redis_password is not None
+    assert settings.redis_password.get_secret_value() == "from-the-file"
+
+
+def test_the_redis_password_variable_wins_over_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _write_password_file(tmp_path, "from-the-file")
+    monkeypatch.setenv("ENGRAM_REDIS_PASSWORD", "from-the-variable")
+
+    settings = _settings(data_dir=tmp_path)
+
+    assert settings.redis_password is not None
+    assert settings.redis_password.get_secret_value() == "from-the-variable"
+
+
+@pytest.mark.parametrize("variable", [None, ""])
+def test_no_variable_and_no_file_is_no_password(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str | None
+) -> None:
+    if variable is not None:
+        monkeypatch.setenv("ENGRAM_REDIS_PASSWORD", variable)  # empty: unset, not an empty password
+
+    assert _settings(data_dir=tmp_path).redis_password is None
+
+
+def test_an_empty_password_file_is_refused_naming_it(tmp_path: Path) -> None:
+    _write_password_file(tmp_path, "\n")
+
+    with pytest.raises(ConfigurationError, match=r"redis\.password is empty"):
+        _settings(data_dir=tmp_path)
+
+
+def test_a_redis_url_holding_a_password_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigurationError, match="ENGRAM_REDIS_PASSWORD") as refused:
+        _settings(redis_url="redis://:hunter2-in-url@cache.internal:6379/0")
+
+    assert "hunter2-in-url" not in str(refused.value)
+
+
+def test_a_redis_url_with_a_user_and_no_password_is_accepted() -> None:
+    assert _settings(redis_url="redis://engram@cache.internal:6379/0").redis_url.startswith("redis://engram@")
+
+
+def test_production_without_a_redis_password_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="ENGRAM_REDIS_PASSWORD"):
+        _settings(env="production", neo4j_password="a-real-secret", data_dir=tmp_path)
+
+
+def test_production_accepts_the_redis_password_of_the_data_folder(tmp_path: Path) -> None:
+    _write_password_file(tmp_path, "from-the-file")
+
+    settings = _settings(env="production", neo4j_password="a-real-secret", data_dir=tmp_path)
+
+    assert settings.redis_password is not None
+
+
+def test_production_with_a_qdrant_server_and_no_api_key_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="ENGRAM_QDRANT_API_KEY"):
+        _settings(
+            env="production",
+            neo4j_password="a-real-secret",
+            redis_password="redis-secret",
+            qdrant_url="http://qdrant:6333",
+        )
+
+
+def test_production_with_a_qdrant_server_and_its_api_key_is_accepted() -> None:
+    settings = _settings(
+        env="production",
+        neo4j_password="a-real-secret",
+        redis_password="redis-secret",
+        qdrant_url="http://qdrant:6333",
+        qdrant_api_key="qdrant-key",
+    )
+
+    assert settings.qdrant_api_key is not None
+
+
+def test_production_with_embedded_qdrant_needs_no_api_key() -> None:
+    # A folder has no network surface: nothing to authenticate to
+    settings = _settings(env="production", neo4j_password="a-real-secret", redis_password="redis-secret")
+
+    assert settings.qdrant_url is None and settings.qdrant_api_key is None
 
 
 def test_values_are_read_from_engram_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,6 +276,7 @@ def test_values_are_read_from_engram_variables(monkeypatch: pytest.MonkeyPatch) 
 
 def test_variables_are_validated_like_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAM_ENV", "production")
+    monkeypatch.setenv("ENGRAM_REDIS_PASSWORD", "redis-secret")
 
     with pytest.raises(ConfigurationError):
         _settings()

@@ -1,0 +1,73 @@
+"""docker-compose.yml publishes the app alone, on loopback, and every store asks for its secret.
+
+Read as YAML (anchors merged), the way compose sees the file before interpolation; the full
+check is `docker compose config` (README, "Running it in production": how to run it without Docker).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
+SECRETS = ("ENGRAM_NEO4J_PASSWORD", "ENGRAM_REDIS_PASSWORD", "ENGRAM_QDRANT_API_KEY")
+
+
+def _compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return loaded
+
+
+def _words(value: Any) -> str:
+    return " ".join(value) if isinstance(value, list) else str(value or "")
+
+
+def test_only_the_app_publishes_a_port_and_on_loopback_unless_configured() -> None:
+    services = _compose()["services"]
+
+    published = {name: service["ports"] for name, service in services.items() if "ports" in service}
+
+    assert list(published) == ["api"]
+    assert published["api"] == ["${ENGRAM_PUBLISH_ADDRESS:-127.0.0.1}:${ENGRAM_PUBLISH_PORT:-8000}:8000"]
+    # inside its container the app listens on every interface of the project network
+    assert services["api"]["command"][-4:] == ["--host", "0.0.0.0", "--port", "8000"]
+
+
+def test_every_engram_service_requires_the_three_secrets() -> None:
+    services = _compose()["services"]
+    engram = {name: s for name, s in services.items() if s.get("image") == "engram:latest"}
+
+    assert set(engram) >= {"api", "beat", "worker-ingest", "worker-embed", "worker-write"}
+    for name, service in engram.items():
+        environment = service["environment"]
+        assert environment["ENGRAM_ENV"] == "production", name
+        for secret in SECRETS:
+            assert environment[secret].startswith("${" + secret + ":?"), (name, secret)
+        assert "@" not in environment["ENGRAM_REDIS_URL"], name
+
+
+def test_redis_asks_for_the_password_it_reads_from_a_config_not_its_command_line() -> None:
+    compose = _compose()
+    redis = compose["services"]["redis"]
+
+    target = redis["configs"][0]["target"]
+    assert redis["command"][:2] == ["redis-server", target]
+    assert compose["configs"]["redis-auth"]["content"].startswith('requirepass "${ENGRAM_REDIS_PASSWORD:?')
+    assert redis["environment"]["REDISCLI_AUTH"].startswith("${ENGRAM_REDIS_PASSWORD:?")
+    assert "redis-cli ping" in _words(redis["healthcheck"]["test"])
+
+
+def test_qdrant_asks_for_the_api_key() -> None:
+    qdrant = _compose()["services"]["qdrant"]
+
+    assert qdrant["environment"]["QDRANT__SERVICE__API_KEY"].startswith("${ENGRAM_QDRANT_API_KEY:?")
+    assert "api-key" in _words(qdrant["healthcheck"]["test"])
+
+
+def test_no_secret_is_on_a_command_line() -> None:
+    for name, service in _compose()["services"].items():
+        command = _words(service.get("command")) + _words(service.get("entrypoint"))
+        assert not any(secret in command for secret in SECRETS), name
+        assert "requirepass" not in command, name
