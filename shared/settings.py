@@ -149,6 +149,14 @@ class Settings(BaseSettings):
     # HTTP app.
     api_host: str = Field("127.0.0.1", description="HTTP app address.")
     api_port: int = Field(8000, ge=1, le=65535, description="HTTP app port.")
+    api_workers: int = Field(
+        1, ge=1, le=64, description="HTTP app processes (uvicorn workers); each holds its own searches."
+    )
+    api_max_pending_searches: int = Field(
+        500,
+        ge=1,
+        description="Searches one app process holds waiting at once (a Redis connection each); more get 503.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

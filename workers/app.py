@@ -36,10 +36,13 @@ TASK_MODULES = [
 ]
 
 
-def make_app() -> Celery:
+def make_app(results: bool = True) -> Celery:
+    """The app; ``results=False`` makes one that only sends, with no result backend (the HTTP app
+    awaits search results itself, see producers/results.py). Workers always store results."""
     settings = get_settings()
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
-    app = Celery("engram", broker=settings.redis_url, backend=settings.redis_url, include=TASK_MODULES)
+    backend = settings.redis_url if results else None
+    app = Celery("engram", broker=settings.redis_url, backend=backend, include=TASK_MODULES)
     app.conf.update(
         task_queues=[Queue(name) for name in QUEUES],
         task_default_queue=INGEST,
