@@ -120,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, help="app processes (default ENGRAM_API_WORKERS)")
     serve.set_defaults(run=_serve)
     return parser
 
@@ -359,10 +360,13 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = get_settings()
+    # Several processes share the port (uvicorn's supervisor restarts one that dies); each has
+    # its own event loop, thread pool and bound of waiting searches.
     uvicorn.run(
         "producers.api:app",
         host=args.host or settings.api_host,
         port=args.port or settings.api_port,
+        workers=args.workers or settings.api_workers,
     )
     return 0
 
