@@ -8,8 +8,9 @@ while the thread pool stays free for the endpoints that still need it. Three bou
   carries that moment as its expiry, so a query worker that picks it up later drops it, and a
   worker that has it uses what is left (``workers.query.deadline``).
 - **Waiting searches, per process.** At most ``ENGRAM_API_MAX_PENDING_SEARCHES`` wait at once in
-  one app process (each holds a Redis connection, subscribed to its result); one more is refused
-  at once with 503 and ``Retry-After`` (``Overloaded``), rather than piling up without bound.
+  one app process (each a subscription on the process's one results connection, and memory);
+  one more is refused at once with 503 and ``Retry-After`` (``Overloaded``), rather than piling
+  up without bound.
 - **Threads for sending.** Celery's ``send_task`` is a blocking Redis call (and retries for a
   while if Redis drops): it runs on at most ``SEND_THREADS`` threads of a limiter of its own, so
   sends never take the threads of the other endpoints, and a sender stuck in retries costs its
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 SEND_THREADS = 8
 """Threads that send search tasks, per app process: a send takes about a millisecond."""
+REDIS_CONNECTIONS = 16
+"""Connections per app process for reading and deleting results (a read takes one briefly)."""
 
 
 class Searches:
@@ -63,18 +66,26 @@ class Searches:
     @classmethod
     def connect(cls, settings: Settings) -> Searches:
         """With clients of their own; neither connects before the first search."""
-        redis = aioredis.Redis.from_url(
+        # A few connections, waited for (the caller's deadline bounds the wait); one quick retry
+        # for a pooled connection gone stale, no more: Redis down is a 503 at once.
+        pool = aioredis.BlockingConnectionPool.from_url(
             settings.redis_url,
-            # No read timeout: a subscribed connection waits as long as its caller does, and the
-            # caller's deadline bounds it. One quick retry (a pooled connection gone stale), no more:
-            # Redis down is a 503 at once.
+            max_connections=REDIS_CONNECTIONS,
+            timeout=None,
             socket_connect_timeout=2,
+            socket_timeout=5,
             retry=Retry(NoBackoff(), 1),
         )
+        # The subscribed connection has no read timeout (it waits for messages as long as there
+        # are watches) and no retries (a silent reconnection could lose messages).
+        subscriptions = aioredis.Redis.from_url(
+            settings.redis_url, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
+        )
+        waiter = ResultWaiter(aioredis.Redis(connection_pool=pool), subscriptions, default_app.backend)
         # Results are awaited here, not by Celery: the sender has no result backend, so sending
         # does not subscribe Celery's own (blocking) result consumer to each task. The decoding
         # is the workers' backend's, so results read exactly as they were stored.
-        return cls(settings, make_app(results=False), ResultWaiter(redis, default_app.backend))
+        return cls(settings, make_app(results=False), waiter)
 
     @property
     def pending(self) -> int:
@@ -82,7 +93,7 @@ class Searches:
         return self._pending
 
     async def aclose(self) -> None:
-        await self._waiter.redis.aclose()
+        await self._waiter.aclose()
         self._sender.close()
 
     async def search(self, request: SearchRequest, arrived: float) -> SearchResponse:

@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     api_max_pending_searches: int = Field(
         500,
         ge=1,
-        description="Searches one app process holds waiting at once (a Redis connection each); more get 503.",
+        description="Searches one app process holds waiting at once; more get 503 with Retry-After.",
     )
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ same value, or the same exception, rebuilt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -18,6 +19,8 @@ import redis
 import redis.asyncio as aioredis
 from celery import states
 from celery.result import AsyncResult
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from producers.results import ResultWaiter
 from shared.errors import InvalidInput, ServiceUnavailable
@@ -43,14 +46,21 @@ def _store_later(task_id: str, value: Any, state: str, delay_s: float) -> thread
     return thread
 
 
+def _waiter(settings: Settings) -> ResultWaiter:
+    return ResultWaiter(
+        aioredis.Redis.from_url(settings.redis_url),
+        aioredis.Redis.from_url(settings.redis_url, retry=Retry(NoBackoff(), 0)),
+        app.backend,
+    )
+
+
 async def _wait(settings: Settings, task_id: str, timeout_s: float = 10.0) -> Any:
-    client = aioredis.Redis.from_url(settings.redis_url)
+    waiter = _waiter(settings)
     try:
-        waiter = ResultWaiter(client, app.backend)
         async with asyncio.timeout(timeout_s), waiter.watch(task_id) as pending:
             return await pending.result()
     finally:
-        await client.aclose()
+        await waiter.aclose()
 
 
 def test_a_result_stored_before_the_wait_is_read(settings: Settings, redis_client: redis.Redis) -> None:
@@ -115,18 +125,55 @@ def test_a_task_error_is_raised_as_asyncresult_get_raises_it(
         assert awaited.value.service == "neo4j,qdrant"
 
 
-def test_no_result_is_cut_off_by_the_callers_timeout_and_lets_go_of_its_connection(
+def test_no_result_is_cut_off_by_the_callers_timeout_and_unsubscribed(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
     task_id = _task_id()
     channel = app.backend.get_key_for_task(task_id)
 
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        asyncio.run(_wait(settings, task_id, timeout_s=0.5))
+    async def wait_then_count_subscribers() -> int:
+        waiter = _waiter(settings)
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5), waiter.watch(task_id) as pending:
+                    await pending.result()
+            for _ in range(50):  # the UNSUBSCRIBE is sent, not awaited
+                if redis_client.pubsub_numsub(channel) == [(channel, 0)]:
+                    break
+                await asyncio.sleep(0.05)
+            return int(redis_client.pubsub_numsub(channel)[0][1])
+        finally:
+            await waiter.aclose()
 
-    assert time.monotonic() - started < 3
-    assert redis_client.pubsub_numsub(channel) == [(channel, 0)]  # unsubscribed
+    started = time.monotonic()
+    subscribers = asyncio.run(wait_then_count_subscribers())
+
+    assert time.monotonic() - started < 5
+    assert subscribers == 0
+
+
+def test_many_watches_share_one_connection(settings: Settings, redis_client: redis.Redis) -> None:
+    # Given 50 tasks watched at once, their results stored in any order
+    task_ids = [_task_id() for _ in range(50)]
+
+    async def watch_all() -> tuple[list[Any], int]:
+        waiter = _waiter(settings)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                pending = [await stack.enter_async_context(waiter.watch(t)) for t in task_ids]
+                subscribed = [c for c in redis_client.client_list() if int(c.get("sub", 0)) >= 50]
+                for i, task_id in reversed(list(enumerate(task_ids))):
+                    await asyncio.to_thread(app.backend.store_result, task_id, i, states.SUCCESS)
+                async with asyncio.timeout(10):
+                    return await asyncio.gather(*(p.result() for p in pending)), len(subscribed)
+        finally:
+            await waiter.aclose()
+
+    values, connections = asyncio.run(watch_all())
+
+    # Then each gets its own result, all through one subscribed connection
+    assert values == list(range(50))
+    assert connections == 1
 
 
 def test_redis_out_of_reach_is_service_unavailable(settings: Settings) -> None:
@@ -143,15 +190,14 @@ def test_forget_deletes_the_stored_result(settings: Settings, redis_client: redi
     app.backend.store_result(task_id, 1, states.SUCCESS)
 
     async def read_and_forget() -> Any:
-        client = aioredis.Redis.from_url(settings.redis_url)
+        waiter = _waiter(settings)
         try:
-            waiter = ResultWaiter(client, app.backend)
             async with waiter.watch(task_id) as pending:
                 value = await pending.result()
             await waiter.forget(task_id)
             return value
         finally:
-            await client.aclose()
+            await waiter.aclose()
 
     assert asyncio.run(read_and_forget()) == 1
     assert redis_client.exists(app.backend.get_key_for_task(task_id)) == 0
