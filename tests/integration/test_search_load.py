@@ -105,19 +105,30 @@ async def _search(client: httpx.AsyncClient, tenant: str, i: int) -> Answer:
     )
 
 
-async def _health_while(client: httpx.AsyncClient, busy: asyncio.Future[list[Answer]]) -> list[float]:
-    """Times /healthz, one call after another, until the searches are answered."""
-    times: list[float] = []
+@dataclass(frozen=True)
+class Probed:
+    health: list[float]
+    listing: list[float]  # a route served on the app's thread pool
+
+
+async def _probe_while(client: httpx.AsyncClient, tenant: str, busy: asyncio.Future[list[Answer]]) -> Probed:
+    """Times /healthz and a memory listing, one call after another, until the searches are
+    answered."""
+    probed = Probed([], [])
     while not busy.done():
         started = time.monotonic()
         response = await client.get("/healthz")
-        times.append(time.monotonic() - started)
+        probed.health.append(time.monotonic() - started)
         assert response.status_code in (200, 503)
+        started = time.monotonic()
+        response = await client.get("/api/memories", params={"user_id": tenant, "limit": 1})
+        probed.listing.append(time.monotonic() - started)
+        assert response.status_code == 200, response.text
         await asyncio.sleep(0.1)
-    return times
+    return probed
 
 
-async def _load(url: str, tenant: str, searches: int) -> tuple[list[Answer], list[float]]:
+async def _load(url: str, tenant: str, searches: int) -> tuple[list[Answer], Probed]:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with (
         httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as searching,
@@ -127,15 +138,16 @@ async def _load(url: str, tenant: str, searches: int) -> tuple[list[Answer], lis
             asyncio.gather(*(_search(searching, tenant, i) for i in range(searches)))
         )
         await asyncio.sleep(0.5)  # the searches are in, and waiting
-        health = await _health_while(probing, busy)
-        return await busy, health
+        probed = await _probe_while(probing, tenant, busy)
+        return await busy, probed
 
 
 def test_each_search_times_out_within_its_bound_and_healthz_stays_fast(
     server: Server, tenant: str, query_worker_stopped: None
 ) -> None:
-    # Given no query worker, When 100 searches wait at once while /healthz is called meanwhile
-    answers, health = asyncio.run(_load(server.url, tenant, 100))
+    # Given no query worker, When 100 searches wait at once while /healthz and a route on the
+    # thread pool are called meanwhile
+    answers, probed = asyncio.run(_load(server.url, tenant, 100))
 
     # Then each is a 504 within its timeout from arrival (plus generous slack for a busy
     # machine), not one after another behind a pool of threads
@@ -143,16 +155,17 @@ def test_each_search_times_out_within_its_bound_and_healthz_stays_fast(
     slowest = max(a.seconds for a in answers)
     assert slowest < TIMEOUT_S + 3.0, slowest
     assert min(a.seconds for a in answers) > TIMEOUT_S - 0.5
-    # And /healthz kept answering quickly all along
-    assert len(health) >= 3
-    assert max(health) < 2.0, health
+    # And /healthz and the other routes kept answering quickly all along
+    assert len(probed.health) >= 2
+    assert max(probed.health) < 2.0, probed.health
+    assert max(probed.listing) < 2.5, probed.listing
 
 
 def test_searches_over_the_bound_are_refused_at_once_with_503(
     server: Server, tenant: str, query_worker_stopped: None
 ) -> None:
     # Given no query worker, When more searches arrive than one app process holds waiting
-    answers, _ = asyncio.run(_load(server.url, tenant, MAX_PENDING + 60))
+    answers, _ = asyncio.run(_load(server.url, tenant, MAX_PENDING + 30))
 
     # Then those beyond the bound are refused at once (503, retry later), the rest time out
     refused = [a for a in answers if a.status == 503]
@@ -160,9 +173,10 @@ def test_searches_over_the_bound_are_refused_at_once_with_503(
     assert refused, "no search was refused"
     assert sum(a.status == 504 for a in answers) <= MAX_PENDING
     assert all(a.retry_after is not None and a.service == "api" for a in refused)
-    # "At once": sooner than any search could time out (measured by a client that is itself
-    # busy with 210 connections, so the median, not the slowest)
-    assert statistics.median(a.seconds for a in refused) < TIMEOUT_S
+    # "At once": sooner than those that waited (compared within one run: the client, busy with
+    # 180 connections on a loaded machine, adds seconds of its own to both)
+    waited = [a.seconds for a in answers if a.status == 504]
+    assert statistics.median(a.seconds for a in refused) < statistics.median(waited)
 
 
 def test_a_search_through_the_served_app_is_answered(server: Server, tenant: str, workers: Workers) -> None:
