@@ -297,7 +297,7 @@ async def delete_where(request: DeleteWhere) -> DeleteResult:
 @app.post(
     "/api/memory/semantic-search",
     response_model=SearchResponse,
-    responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S.")},
+    responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S of the request's arrival.")},
 )
 async def semantic_search(request: SearchRequest, http: Request) -> SearchResponse:
     """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
