@@ -87,11 +87,6 @@ class Searches:
         # is the workers' backend's, so results read exactly as they were stored.
         return cls(settings, make_app(results=False), waiter)
 
-    @property
-    def pending(self) -> int:
-        """Searches waiting now in this process."""
-        return self._pending
-
     async def aclose(self) -> None:
         await self._waiter.aclose()
         self._sender.close()
