@@ -2,7 +2,9 @@
 
 ``POST /api/documents`` answers 202 with the ids at once and enqueues; nothing is enqueued unless
 every document in the body is valid. ``POST /api/memory/semantic-search`` is served through the
-``query`` queue.
+``query`` queue and awaited on the event loop (``producers.searches``), never on a thread, so
+waiting searches cannot starve the other routes or ``/healthz`` (whose probes have threads of
+their own, ``producers.health``).
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from producers import health
+from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, Problem, ProblemItem, problem_body
+from producers.searches import Searches
 from shared.auth import Authenticator, Caller
 from shared.errors import (
     DocumentTooLarge,
     Forbidden,
     InvalidInput,
+    Overloaded,
     SearchTimeout,
     ServiceUnavailable,
     Unauthenticated,
@@ -86,12 +91,17 @@ def authenticator() -> Authenticator:
 
 
 @asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-    yield
-    if client.cache_info().currsize:
-        client().close()
-    if probes.cache_info().currsize:
-        probes().close()
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    # The searches' Redis client belongs to this event loop: made here, closed here.
+    app.state.searches = Searches.connect(get_settings())
+    try:
+        yield
+    finally:
+        await app.state.searches.aclose()
+        if client.cache_info().currsize:
+            client().close()
+        if default_probes.cache_info().currsize:
+            default_probes().close()
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -107,12 +117,12 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     413: _problem("A body or a document over its size limit."),
     422: _problem("Invalid input: each field and what is wrong with it in `errors`."),
     500: _problem("An error of Engram's own (logged)."),
-    503: _problem("A service is down: `service` names it."),
+    503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
 
 app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan, responses=ERRORS)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
-# Added last, so it runs first: an anonymous request is refused before its body is read.
+# Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: engram keys create")
@@ -129,6 +139,8 @@ def caller(
 
 
 CallerDep = Annotated[Caller, Depends(caller)]
+
+app.add_middleware(StampArrival)  # outermost: the moment a request arrives, before anything else
 
 
 def problem(
@@ -183,6 +195,13 @@ async def service_unavailable(_: Request, exc: ServiceUnavailable) -> Response:
     return problem(503, str(exc), service=exc.service)
 
 
+@app.exception_handler(Overloaded)
+async def overloaded(_: Request, exc: Overloaded) -> Response:
+    response = problem(503, str(exc), service=exc.service)
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 @app.exception_handler(SearchTimeout)
 async def search_timeout(_: Request, exc: SearchTimeout) -> Response:
     return problem(504, str(exc))
@@ -195,8 +214,14 @@ async def internal_error(_: Request, exc: Exception) -> Response:
 
 
 @lru_cache(maxsize=1)
-def probes() -> health.Probes:
+def default_probes() -> health.Probes:
     return health.default_probes(get_settings())
+
+
+async def probes() -> health.Probes:
+    """The probes, as a dependency. Async, so FastAPI does not run it on the shared thread pool,
+    which may be busy: /healthz must answer even then."""
+    return default_probes()
 
 
 @app.get("/healthz", response_model=health.Health, responses={503: {"model": health.Health}})
@@ -337,10 +362,13 @@ async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
 @app.post(
     "/api/memory/semantic-search",
     response_model=SearchResponse,
-    responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S.")},
+    responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S of the request's arrival.")},
 )
-async def semantic_search(request: SearchBody, who: CallerDep) -> SearchResponse:
-    return await run_in_threadpool(client().search, request.for_tenant(who.tenant_for(request.user_id)))
+async def semantic_search(body: SearchBody, who: CallerDep, http: Request) -> SearchResponse:
+    """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
+    ``Retry-After`` when ENGRAM_API_MAX_PENDING_SEARCHES already wait in this process."""
+    searches: Searches = http.app.state.searches
+    return await searches.search(body.for_tenant(who.tenant_for(body.user_id)), arrived(http))
 
 
 @app.get("/api/status", response_model=TenantOverview | dict[str, Any])

@@ -142,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, help="app processes (default ENGRAM_API_WORKERS)")
     serve.set_defaults(run=_serve)
     return parser
 
@@ -429,10 +430,13 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.api_host
     if settings.auth_mode == "local" and not is_loopback(host):
         raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {host}")
+    # Several processes share the port (uvicorn's supervisor restarts one that dies); each has
+    # its own event loop, thread pool and bound of waiting searches.
     uvicorn.run(
         "producers.api:app",
         host=host,
         port=args.port or settings.api_port,
+        workers=args.workers or settings.api_workers,
     )
     return 0
 

@@ -2,8 +2,12 @@
 
 A probe is a blocking function that returns what it saw, or raises when the service is down. All
 probes run concurrently in threads and each is cut off after ``timeout_s``, so the answer comes
-within about a second whatever is down. The app never opens an embedded Qdrant folder (only one
-process may, the write worker): it reports that the folder exists.
+within about a second whatever is down. The threads are a small pool of the probes' own
+(``PROBE_THREADS``), not the app's shared one nor asyncio's default executor: however busy the
+app is, a probe never queues behind other work. (A probe that hangs past its bound keeps its
+thread until its client's own timeout; with the pool full, later probes report down at their
+bound.) The app never opens an embedded Qdrant folder (only one process may, the write worker):
+it reports that the folder exists.
 
 Redis down is fatal for the app (nothing can be queued): 503. Anything else down leaves it
 useful (documents are still accepted and wait in their queues): 200 with ``status: degraded``
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -31,6 +36,9 @@ from workers.app import app as default_app
 TIMEOUT_S = 1.0
 # A Celery broadcast waits out its whole timeout for replies: keep it under the bound.
 WORKERS_TIMEOUT_S = 0.5
+# Four probes a check: room for two checks at once, each thread made only when first needed.
+PROBE_THREADS = 8
+_executor = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="healthz")
 
 
 class ServiceHealth(BaseModel):
@@ -110,7 +118,8 @@ async def check(probes: Probes, timeout_s: float = TIMEOUT_S) -> Health:
 async def _run(probe: Callable[[], H], kind: type[H], timeout_s: float) -> H:
     started = time.perf_counter()
     try:
-        result = await asyncio.wait_for(asyncio.to_thread(probe), timeout_s)
+        running = asyncio.get_running_loop().run_in_executor(_executor, probe)
+        result = await asyncio.wait_for(running, timeout_s)
     except TimeoutError:
         result = kind(status="down", detail=f"no answer within {timeout_s:g} s")
     except Exception as exc:  # any failure of a probe means its service is down

@@ -70,6 +70,14 @@ class ModelMigration(ServiceUnavailable):
         return f"model migration: {self.detail}"
 
 
+class Overloaded(ServiceUnavailable):
+    """This process holds as much waiting work as it may (``ENGRAM_API_MAX_PENDING_SEARCHES``
+    searches): refused at once, to be tried again shortly, rather than queued without bound.
+
+    Made as ``Overloaded("api", detail)``: the HTTP app answers 503 with a ``Retry-After``.
+    """
+
+
 class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
@@ -104,6 +112,7 @@ __all__ = [
     "InvalidInput",
     "ModelAnswerRejected",
     "ModelMigration",
+    "Overloaded",
     "PermanentError",
     "SearchTimeout",
     "ServiceUnavailable",

@@ -198,6 +198,15 @@ class Settings(BaseSettings):
         300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
     )
 
+    api_workers: int = Field(
+        1, ge=1, le=64, description="HTTP app processes (uvicorn workers); each holds its own searches."
+    )
+    api_max_pending_searches: int = Field(
+        500,
+        ge=1,
+        description="Searches one app process holds waiting at once; more get 503 with Retry-After.",
+    )
+
     @field_validator("redis_password", "qdrant_api_key", "embedding_api_key", mode="before")
     @classmethod
     def _empty_secret_is_unset(cls, value: object) -> object:

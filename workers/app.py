@@ -37,14 +37,19 @@ TASK_MODULES = [
 ]
 
 
-def make_app(settings: Settings | None = None) -> Celery:
-    """The app for these settings (the process's own by default)."""
+def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
+    """The app for these settings (the process's own by default); ``results=False`` makes one that
+    only sends, with no result backend (the HTTP app awaits search results itself, see
+    producers/results.py). Workers always store results."""
     settings = settings or get_settings()
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
     app = Celery("engram", include=TASK_MODULES)
+    # Broker and result backend: the URL, and the password beside it (never in a URL).
+    connections = redis_client.celery_config(settings)
+    if not results:
+        connections["result_backend"] = None
     app.conf.update(
-        # Broker and result backend: the URL, and the password beside it (never in a URL).
-        **redis_client.celery_config(settings),
+        **connections,
         task_queues=[Queue(name) for name in QUEUES],
         task_default_queue=INGEST,
         task_routes={
