@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 
 from producers.results import ResultWaiter
 from shared.errors import InvalidInput, ServiceUnavailable
+from shared.redis_client import client_url_and_kwargs
 from shared.settings import Settings
 from workers.app import app
 
@@ -47,9 +48,10 @@ def _store_later(task_id: str, value: Any, state: str, delay_s: float) -> thread
 
 
 def _waiter(settings: Settings) -> ResultWaiter:
+    url, credentials = client_url_and_kwargs(settings)
     return ResultWaiter(
-        aioredis.Redis.from_url(settings.redis_url),
-        aioredis.Redis.from_url(settings.redis_url, retry=Retry(NoBackoff(), 0)),
+        aioredis.Redis.from_url(url, **credentials),
+        aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **credentials),
         app.backend,
     )
 

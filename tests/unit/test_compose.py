@@ -32,7 +32,9 @@ def test_only_the_app_publishes_a_port_and_on_loopback_unless_configured() -> No
     assert list(published) == ["api"]
     assert published["api"] == ["${ENGRAM_PUBLISH_ADDRESS:-127.0.0.1}:${ENGRAM_PUBLISH_PORT:-8000}:8000"]
     # inside its container the app listens on every interface of the project network
-    assert services["api"]["command"][-4:] == ["--host", "0.0.0.0", "--port", "8000"]
+    command = services["api"]["command"]
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+    assert command[command.index("--port") + 1] == "8000"
 
 
 def test_every_engram_service_requires_the_three_secrets() -> None:
