@@ -117,6 +117,16 @@ def _parser() -> argparse.ArgumentParser:
     reembed.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for it")
     reembed.set_defaults(run=_reembed)
 
+    evaluation = commands.add_parser(
+        "eval", help="ingest a BEIR-layout set through the pipeline and measure search on it"
+    )
+    evaluation.add_argument("dataset", type=Path, metavar="DATASET_DIR")
+    evaluation.add_argument(
+        "--reuse", action="store_true", help="skip the ingest when the set's tenant already holds it"
+    )
+    evaluation.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluation.set_defaults(run=_eval)
+
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
@@ -353,6 +363,12 @@ def _progress_json(progress: ReembedProgress) -> dict[str, Any]:
         "switched_at": m.switched_at,
         "old_collection_dropped_at": m.old_dropped_at,
     }
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from producers.evaluate import main as evaluate
+
+    return evaluate(args.dataset, args.reuse, args.json)
 
 
 def _serve(args: argparse.Namespace) -> int:

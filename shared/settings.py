@@ -118,15 +118,47 @@ class Settings(BaseSettings):
     delete_confirm_timeout_s: float = Field(
         30.0, gt=0, description="How long a delete waits for Qdrant's confirmation before reporting."
     )
-    search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
-    search_fulltext_weight: float = Field(
-        0.1, ge=0.0, le=1.0, description="Nudge for fulltext hits, times their share of the best hit."
+    search_oversample: int = Field(
+        4, ge=1, description="Candidates taken from each source per result asked (the fusion pool)."
+    )
+    search_exact_scan_limit: int = Field(
+        2000,
+        ge=0,
+        description="A filtered set of at most this many memories is scanned exactly, not via the index.",
+    )
+    search_vector_max_k: int = Field(
+        10000, ge=1, description="Most nearest neighbours asked of the vector index while oversampling."
+    )
+    search_fulltext_max_candidates: int = Field(
+        4000, ge=1, description="Most fulltext matches read per search while oversampling."
+    )
+    search_fusion: Literal["blend", "rrf"] = Field(
+        "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
+    )
+    search_keyword_ratio: float = Field(
+        0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
+    )
+    search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
+    search_stats_ttl_s: float = Field(
+        30.0, ge=0, description="How long a query worker keeps a tenant's keyword statistics."
+    )
+    search_ranking_preset: Literal["additive", "seed004"] = Field(
+        "additive",
+        description="additive: fused score + the nudges below; seed004: 50/30/15/5 similarity, "
+        "importance, type, recency.",
     )
     search_importance_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge per unit of importance.")
     search_recency_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge for new memories.")
     search_recency_half_life_days: float = Field(30.0, gt=0, description="Age that halves the recency nudge.")
     search_memory_type_weights: dict[str, float] = Field(
         default_factory=dict, description='Nudge per memory_type, as JSON: {"fact": 0.05}.'
+    )
+    search_type_thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description='Least similarity per memory_type, over the global one, as JSON: {"note": 0.3}.',
+    )
+    search_one_per_document: bool = Field(
+        False, description="Return only the best chunk of each document (MaxSim)."
     )
     query_cache_size: int = Field(1024, ge=0, description="Query embeddings cached per query worker.")
     model_check_interval_s: float = Field(
