@@ -160,6 +160,24 @@ class Settings(BaseSettings):
     search_one_per_document: bool = Field(
         False, description="Return only the best chunk of each document (MaxSim)."
     )
+    search_reranker_url: str | None = Field(
+        None, description="A reranker (cross-encoder) server; off when unset."
+    )
+    search_reranker_api: Literal["tei", "cohere"] = Field(
+        "tei", description="tei (POST /rerank) or cohere (any Cohere/Jina-style POST /v1/rerank)."
+    )
+    search_reranker_model: str | None = Field(None, description="Model named to a cohere-style reranker.")
+    search_reranker_api_key: SecretStr | None = Field(None, description="Bearer key of the reranker.")
+    search_rerank_top_n: int = Field(20, ge=1, le=200, description="Results the reranker reorders.")
+    search_agent_url: str | None = Field(
+        None, description="Chat model for the agentic second round (seed 002); off when unset."
+    )
+    search_agent_api: Literal["openai", "ollama"] = Field(
+        "openai", description="openai (any compatible /v1/chat/completions) or ollama (/api/chat)."
+    )
+    search_agent_model: str = Field("llama3.2", description="Chat model of the agentic round.")
+    search_agent_api_key: SecretStr | None = Field(None, description="Bearer key of the chat endpoint.")
+    search_agent_max_queries: int = Field(3, ge=1, le=5, description="Follow-up queries the agent may ask.")
     query_cache_size: int = Field(1024, ge=0, description="Query embeddings cached per query worker.")
     model_check_interval_s: float = Field(
         2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."

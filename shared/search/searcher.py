@@ -7,18 +7,22 @@ shape them, so a threshold, the dedup and the nudges mean the same whichever sto
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Literal
 
 from shared.embedding.base import Embedder, Vectors
 from shared.errors import ServiceUnavailable
 from shared.models import SearchMethod, SearchRequest, SearchResponse, SearchResult, utc_now
 from shared.search import fusion
+from shared.search.agentic import ChatJudge, Judge, fuse_rounds
 from shared.search.bm25 import TermStats
 from shared.search.ranking import RankingPolicy, rank
 from shared.search.records import Candidate, Fused, Ranked
+from shared.search.rerank import HttpReranker, Reranker, reranked
 from shared.search.shaping import Neighbours, context, results, within_budget
 from shared.search.sources import (
     BackupCandidates,
@@ -32,6 +36,8 @@ from shared.search.sources import (
 )
 from shared.search.text import query_terms
 from shared.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class QueryEmbeddingCache:
@@ -80,6 +86,8 @@ class Searcher:
         embedder: Embedder,
         settings: Settings,
         backup: BackupCandidates | None = None,
+        reranker: Reranker | None = None,
+        judge: Judge | None = None,
     ) -> None:
         s = settings
         self._store = store
@@ -91,6 +99,8 @@ class Searcher:
         self._stats = TenantStats(store, s.search_stats_ttl_s)
         self._queries = QueryEmbeddingCache(embedder, s.query_cache_size)
         self._model_checked_until = 0.0
+        self._reranker = reranker if reranker is not None else _reranker(s)
+        self._judge = judge if judge is not None else _judge(s)
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
@@ -124,10 +134,13 @@ class Searcher:
             source, degraded = "qdrant", f"neo4j unavailable: {exc.detail}"
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
-        ranked = rank(
-            fuse(method, candidates, s), RankingPolicy.from_settings(s, threshold), top_k, utc_now()
-        )
-        found = self._shape(request, ranked, method, source)
+        policy = RankingPolicy.from_settings(s, threshold)
+        ranked = rank(fuse(method, candidates, s), policy, max(top_k, self._head(method)), utc_now())
+        follow_ups: list[str] = []
+        if method == "engram" and source == "neo4j":
+            ranked, follow_ups = self._second_round(query, ranked, policy)
+            ranked = self._reranked(request.query, ranked)
+        found = self._shape(request, ranked[:top_k], method, source)
         finished = time.perf_counter()
 
         text, tokens = context(found) if request.token_budget is not None else (None, None)
@@ -140,6 +153,8 @@ class Searcher:
             source=source,
             degraded=degraded,
             method=method,
+            rounds=2 if follow_ups else 1,
+            follow_up_queries=follow_ups,
             context=text,
             context_tokens=tokens,
         )
@@ -157,6 +172,42 @@ class Searcher:
         if method != "vector" and query.terms:
             merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
         return fusion.with_ranks(merged)
+
+    def _head(self, method: SearchMethod) -> int:
+        """Results ranked before the reranker cuts to top_k."""
+        return self._settings.search_rerank_top_n if method == "engram" and self._reranker else 0
+
+    def _reranked(self, text: str, ranked: list[Ranked]) -> list[Ranked]:
+        if self._reranker is None:
+            return ranked
+        try:
+            return reranked(text, ranked, self._reranker, self._settings.search_rerank_top_n)
+        except ServiceUnavailable as exc:
+            log.warning("reranker unavailable, fused order kept: %s", exc.detail)
+            return ranked
+
+    def _second_round(
+        self, query: Query, ranked: list[Ranked], policy: RankingPolicy
+    ) -> tuple[list[Ranked], list[str]]:
+        """Seed 002: the judge reads the first results; if they do not suffice, each follow-up
+        query is searched like the first and the rounds are merged by reciprocal rank fusion."""
+        if self._judge is None or not ranked:
+            return ranked, []
+        try:
+            verdict = self._judge.judge(query.text, [r.hit.content for r in ranked[: query.top_k]])
+        except ServiceUnavailable as exc:
+            log.warning("agentic round skipped: %s", exc.detail)
+            return ranked, []
+        if verdict.sufficient:
+            return ranked, []
+        rounds = [ranked]
+        for text in verdict.queries:
+            follow = replace(
+                query, text=text, vector=self._queries.embed(text).tolist(), terms=query_terms(text)
+            )
+            fused = fuse("engram", self.candidates(follow, "engram"), self._settings)
+            rounds.append(rank(fused, policy, len(ranked), utc_now()))
+        return fuse_rounds(rounds, self._settings.search_rrf_k)[: len(ranked)], verdict.queries
 
     def term_stats(self, query: Query) -> TermStats:
         return self._stats.stats(query.user_id, query.terms)
@@ -193,3 +244,33 @@ class Searcher:
                 f"neo4j: {neo4j_error.detail}; and the {exc.service} fallback: {exc.detail}",
                 neo4j_error.hint,
             ) from exc
+
+
+def _secret(value: object) -> str | None:
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if callable(getter) else None
+
+
+def _reranker(s: Settings) -> Reranker | None:
+    if s.search_reranker_url is None:
+        return None
+    return HttpReranker(
+        s.search_reranker_url,
+        s.search_reranker_api,
+        s.search_reranker_model,
+        _secret(s.search_reranker_api_key),
+        timeout_s=s.search_timeout_s / 4,
+    )
+
+
+def _judge(s: Settings) -> Judge | None:
+    if s.search_agent_url is None:
+        return None
+    return ChatJudge(
+        s.search_agent_url,
+        s.search_agent_model,
+        s.search_agent_api,
+        _secret(s.search_agent_api_key),
+        s.search_agent_max_queries,
+        timeout_s=s.search_timeout_s / 2,
+    )
