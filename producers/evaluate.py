@@ -26,13 +26,14 @@ from shared.ids import document_key
 from shared.models import SearchMethod, SearchRequest
 
 METHODS: tuple[SearchMethod, ...] = ("bm25", "vector", "rrf", "engram")
-ABLATION: tuple[SearchMethod, ...] = ("weighted_rrf",)
+ABLATION: tuple[SearchMethod, ...] = ("weighted_rrf", "blend")
 LABELS = {
     "bm25": "BM25 only (Lucene, tenant statistics)",
     "vector": "vector only (cosine)",
     "rrf": "plain RRF (k=60, equal weights)",
     "weighted_rrf": "weighted RRF (the keyword ratio)",
-    "engram": "engram default (blend)",
+    "blend": "score blend (the keyword ratio)",
+    "engram": "engram default (blend + feedback)",
 }
 TOP_K = 100
 
@@ -132,7 +133,7 @@ def ranked_documents(client: EngramClient, request: SearchRequest) -> tuple[list
     """The documents of a search's results, best first, each once (its best chunk: MaxSim), and
     the milliseconds the caller waited."""
     started = time.perf_counter()
-    response = client.search(request)
+    response = client.search(request, timeout_s=60.0)
     waited = (time.perf_counter() - started) * 1000
     seen: dict[str, None] = {}
     for result in response.results:

@@ -220,7 +220,7 @@ class SearchFilters(BaseModel):
     to_date: Moment | None = None
 
 
-SearchMethod = Literal["engram", "rrf", "weighted_rrf", "bm25", "vector"]
+SearchMethod = Literal["engram", "blend", "rrf", "weighted_rrf", "bm25", "vector"]
 
 
 class SearchRequest(BaseModel):
@@ -233,8 +233,9 @@ class SearchRequest(BaseModel):
     filters: SearchFilters = Field(default_factory=SearchFilters)
     method: SearchMethod = Field(
         "engram",
-        description="engram (the configured fusion and ranking); the others are fixed baselines to "
-        "compare it with (engram eval): bm25 or vector alone, plain rrf, weighted_rrf.",
+        description="engram (the configured search); the others are fixed baselines to compare it "
+        "with (engram eval): bm25 or vector alone, plain rrf, weighted_rrf, blend (engram without "
+        "feedback).",
     )
     neighbours: int = Field(
         0, ge=0, le=5, description="Chunks before and after each result (along NEXT) to return with it."
@@ -253,6 +254,9 @@ class ScoreExplanation(BaseModel):
     method: SearchMethod
     similarity: float = Field(description="Cosine similarity of query and memory.")
     keyword: float | None = Field(None, description="BM25 of the query's words, tenant statistics.")
+    feedback_similarity: float | None = Field(
+        None, description="Cosine with the query vector moved toward the first round's best."
+    )
     vector_rank: int | None = Field(None, description="Place among the candidates by similarity.")
     keyword_rank: int | None = Field(None, description="Place among candidates holding a query word.")
     fused: float = Field(description="The fused score of similarity and keyword score.")

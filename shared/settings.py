@@ -136,9 +136,19 @@ class Settings(BaseSettings):
         "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
     )
     search_keyword_ratio: float = Field(
-        0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
+        0.2, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
     )
     search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
+    search_feedback_weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=4.0,
+        description="Pseudo-relevance feedback: the query vector moves toward the mean of the first "
+        "round's best by this weight, and the index is asked again (0: off).",
+    )
+    search_feedback_docs: int = Field(
+        5, ge=1, le=50, description="Best memories of the first round fed back."
+    )
     search_stats_ttl_s: float = Field(
         30.0, ge=0, description="How long a query worker keeps a tenant's keyword statistics."
     )

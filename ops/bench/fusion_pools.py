@@ -51,6 +51,7 @@ def main() -> None:
                 "vr": c.vector_rank,
                 "kr": c.keyword_rank,
                 "len": c.hit.token_count,
+                "text": c.hit.content,
             }
             for c in searcher.candidates(query, "engram")
         ]

@@ -3,10 +3,9 @@
 Every candidate carries both signals — its true cosine similarity to the query and its BM25 with
 the tenant's statistics — whichever source found it, so fusion never guesses a missing score.
 
-- ``blend``: a convex blend of the two, each on a scale of its own (seed 001: keyword matches
-  boosted, semantic matches fill the gaps, a configurable ratio). The similarity is min-max
-  scaled over the candidates; the keyword score is its share of the best one found, so a query
-  whose words match nothing well gives keyword evidence little say.
+- ``blend``: a convex blend of the two (seed 001: keyword matches boosted, semantic matches fill
+  the gaps, a configurable ratio): the cosine as it is, and the keyword score as its share of
+  the best one among the candidates.
 - ``rrf``: weighted reciprocal rank fusion over the two rankings (k = 60 by default).
 - ``vector_only`` / ``keyword_only``: one signal, for comparison and for evaluation.
 """
@@ -34,7 +33,7 @@ def merge(lists: Iterable[Iterable[Candidate]]) -> list[Candidate]:
 def with_ranks(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Each candidate's place by similarity and, among those holding a query word, by keyword
     score (ties by id, so the order never depends on the order found)."""
-    by_similarity = sorted(candidates, key=lambda c: (-c.similarity, c.hit.id))
+    by_similarity = sorted(candidates, key=lambda c: (-c.semantic, c.hit.id))
     vector_rank = {c.hit.id: place for place, c in enumerate(by_similarity, start=1)}
     matching = [c for c in candidates if c.keyword]
     by_keyword = sorted(matching, key=lambda c: (-(c.keyword or 0.0), -c.similarity, c.hit.id))
@@ -60,18 +59,15 @@ def rrf(candidates: Sequence[Candidate], k: int = 60, keyword_weight: float = 0.
 
 
 def blend(candidates: Sequence[Candidate], keyword_ratio: float) -> list[Fused]:
-    """(1 - r) * similarity scaled to [0, 1] over the candidates + r * keyword share of the best."""
-    if not candidates:
-        return []
-    low = min(c.similarity for c in candidates)
-    high = max(c.similarity for c in candidates)
-    spread = high - low
-    best_keyword = max((c.keyword or 0.0) for c in candidates)
+    """(1 - r) * cosine + r * keyword score as a share of the best one among the candidates (the
+    feedback cosine in place of the cosine, when there is one). The cosine is taken as it is, not
+    rescaled over the candidates, so a memory's fused score does not depend on how many
+    candidates were asked for (top_k)."""
+    best_keyword = max((c.keyword or 0.0 for c in candidates), default=0.0)
     fused = []
     for c in candidates:
-        semantic = (c.similarity - low) / spread if spread > 0 else 1.0
         keyword = (c.keyword or 0.0) / best_keyword if best_keyword > 0 else 0.0
-        fused.append(Fused(c, (1.0 - keyword_ratio) * semantic + keyword_ratio * keyword))
+        fused.append(Fused(c, (1.0 - keyword_ratio) * c.semantic + keyword_ratio * keyword))
     return fused
 
 
@@ -90,3 +86,16 @@ def with_keywords(candidates: Sequence[Candidate], terms: Sequence[str], stats: 
         replace(c, keyword=bm25(terms, c.hit.content, stats, c.hit.token_count) if terms else 0.0)
         for c in candidates
     ]
+
+
+def feedback_vector(query: Sequence[float], best: Sequence[Sequence[float]], weight: float) -> list[float]:
+    """Rocchio: the query vector moved toward the mean of the best memories' vectors, unit length."""
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float64)
+    q = q / (np.linalg.norm(q) or 1.0)
+    if best and weight > 0:
+        vectors = np.asarray(best, dtype=np.float64)
+        vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        q = q + weight * vectors.mean(axis=0)
+    return [float(x) for x in q / (np.linalg.norm(q) or 1.0)]

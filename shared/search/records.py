@@ -80,6 +80,13 @@ class Candidate:
     """1-based place in the keyword source's list (by ``keyword``)."""
     keyword: float | None = None
     """BM25 of the query's words in this memory, with the tenant's own statistics."""
+    feedback: float | None = None
+    """Cosine with the query vector moved toward the first round's best (pseudo-relevance
+    feedback); fusion reads it in place of ``similarity`` when there is one."""
+
+    @property
+    def semantic(self) -> float:
+        return self.similarity if self.feedback is None else self.feedback
 
     def merged(self, other: Candidate) -> Candidate:
         """The same Memory found by two sources: each keeps what it knows."""

@@ -72,7 +72,7 @@ def fuse(method: SearchMethod, candidates: Sequence[Candidate], s: Settings) -> 
         return fusion.rrf(candidates, k=60, keyword_weight=0.5)
     if method == "weighted_rrf" or s.search_fusion == "rrf":
         return fusion.rrf(candidates, k=s.search_rrf_k, keyword_weight=s.search_keyword_ratio)
-    return fusion.blend(candidates, s.search_keyword_ratio)
+    return fusion.blend(candidates, s.search_keyword_ratio)  # engram, blend
 
 
 class Searcher:
@@ -171,7 +171,33 @@ class Searcher:
         merged = fusion.merge(lists)
         if method != "vector" and query.terms:
             merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
-        return fusion.with_ranks(merged)
+        merged = fusion.with_ranks(merged)
+        if method == "engram" and self._settings.search_feedback_weight > 0 and merged:
+            merged = self._feedback(query, merged)
+        return merged
+
+    def _feedback(self, query: Query, first: list[Candidate]) -> list[Candidate]:
+        """Pseudo-relevance feedback (Rocchio): the query vector is moved toward the vectors of
+        the first round's best fused memories and the vector source is asked again; every
+        candidate of both rounds then carries its cosine with the moved vector, which fusion
+        reads, beside its true similarity to the query, which thresholds and explanations read."""
+        s = self._settings
+        fused = sorted(fuse("engram", first, s), key=lambda f: (-f.fused, f.candidate.hit.id))
+        best = [f.candidate.hit.id for f in fused[: s.search_feedback_docs]]
+        moved = fusion.feedback_vector(
+            query.vector, self._store.embeddings(query.user_id, best), s.search_feedback_weight
+        )
+        second = self._vector.candidates(replace(query, vector=moved))
+        merged = fusion.merge([first, second])
+        scores = self._store.two_scores(query.user_id, [c.hit.id for c in merged], query.vector, moved)
+        rescored = [
+            replace(c, similarity=2.0 * scores[c.hit.id][0] - 1.0, feedback=2.0 * scores[c.hit.id][1] - 1.0)
+            for c in merged
+            if c.hit.id in scores
+        ]
+        if query.terms:
+            rescored = fusion.with_keywords(rescored, query.terms, self.term_stats(query))
+        return fusion.with_ranks(rescored)
 
     def _head(self, method: SearchMethod) -> int:
         """Results ranked before the reranker cuts to top_k."""

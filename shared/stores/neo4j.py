@@ -493,6 +493,18 @@ class Neo4jStore:
         row = self._read(sq.TENANT_STATS, user_id=user_id)[0]
         return int(row["documents"] or 0), float(row["average_length"] or 0.0)
 
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]
+    ) -> dict[str, tuple[float, float]]:
+        """Per memory, its cosine with ``query`` and with ``moved`` (each as (1 + cos) / 2)."""
+        rows = self._read(
+            sq.TWO_SCORES, user_id=user_id, ids=list(ids), original=list(query), moved=list(moved)
+        )
+        return {row["id"]: (float(row["original"]), float(row["moved"])) for row in rows}
+
     def stored_documents(self, keys: Sequence[str]) -> int:
         return int(self._read(sq.STORED_DOCUMENTS, keys=list(keys))[0]["n"] or 0)
 

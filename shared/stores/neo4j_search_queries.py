@@ -96,3 +96,19 @@ UNWIND $keys AS key
 MATCH (d:Document {id: key})
 RETURN count(d) AS n
 """
+
+# The vectors of a few of the tenant's memories (pseudo-relevance feedback).
+EMBEDDINGS = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
+RETURN m.embedding AS embedding
+"""
+
+# Cosine (as (1 + cos) / 2) of the tenant's memories with two vectors: the query's, and the one
+# feedback moved it to.
+TWO_SCORES = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
+RETURN id, vector.similarity.cosine(m.embedding, $original) AS original,
+       vector.similarity.cosine(m.embedding, $moved) AS moved
+"""

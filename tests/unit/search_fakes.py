@@ -115,6 +115,18 @@ class FakeSearchStore:
         own = [len(tokens(m.content)) for m in self.memories if m.user_id == user_id]
         return len(own), (sum(own) / len(own) if own else 0.0)
 
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return [list(m.vector) for m in self.memories if m.id in ids and m.user_id == user_id]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]
+    ) -> dict[str, tuple[float, float]]:
+        return {
+            m.id: ((1 + self._cos(m, query)) / 2, (1 + self._cos(m, moved)) / 2)
+            for m in self.memories
+            if m.id in ids and m.user_id == user_id
+        }
+
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         by_doc: dict[str, list[Stored]] = {}
         for m in self.memories:

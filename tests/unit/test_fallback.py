@@ -84,6 +84,14 @@ class DownGraph:
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         return self._down()  # type: ignore[no-any-return]
 
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Any, moved: Any
+    ) -> dict[str, tuple[float, float]]:
+        return self._down()  # type: ignore[no-any-return]
+
 
 class UpGraph(DownGraph):
     """``SearchStore`` of a Neo4j that holds these rows (vector scores as the index gives them)

@@ -9,7 +9,16 @@ import pytest
 
 from shared.models import SearchResult
 from shared.search.bm25 import TermStats, bm25, bm25_ceiling
-from shared.search.fusion import blend, keyword_only, merge, rrf, vector_only, with_keywords, with_ranks
+from shared.search.fusion import (
+    blend,
+    feedback_vector,
+    keyword_only,
+    merge,
+    rrf,
+    vector_only,
+    with_keywords,
+    with_ranks,
+)
 from shared.search.ranking import RankingPolicy, rank, recency
 from shared.search.records import Candidate, Fused, Hit, Ranked
 from shared.search.shaping import context, explain, result, within_budget
@@ -133,12 +142,24 @@ def test_weighted_rrf_leans_to_the_weighted_side() -> None:
     assert semantic_heavy["sem"] > semantic_heavy["key"]
 
 
-def test_blend_scales_similarity_over_the_candidates_and_keyword_by_the_best() -> None:
+def test_blend_takes_the_cosine_as_it_is_and_the_keyword_score_as_a_share_of_the_best() -> None:
     candidates = [cand("a", 0.8, 4.0), cand("b", 0.6, 0.0), cand("c", 0.4, 2.0)]
 
     fused = {f.candidate.hit.id: f.fused for f in blend(candidates, keyword_ratio=0.25)}
 
-    assert fused == pytest.approx({"a": 0.75 * 1.0 + 0.25 * 1.0, "b": 0.75 * 0.5, "c": 0.25 * 0.5})
+    assert fused == pytest.approx(
+        {"a": 0.75 * 0.8 + 0.25 * 1.0, "b": 0.75 * 0.6, "c": 0.75 * 0.4 + 0.25 * 0.5}
+    )
+
+
+def test_a_memorys_blend_does_not_depend_on_how_many_candidates_there_are() -> None:
+    few = [cand("a", 0.8, 4.0), cand("b", 0.6, 1.0)]
+    many = [*few, *(cand(f"x{i}", 0.1 * (i % 5), 0.5) for i in range(50))]
+
+    def score(items: list[Candidate]) -> dict[str, float]:
+        return {f.candidate.hit.id: f.fused for f in blend(items, 0.2)}
+
+    assert {k: score(many)[k] for k in ("a", "b")} == pytest.approx(score(few))
 
 
 def test_blend_ratio_zero_orders_by_similarity_and_one_by_keyword() -> None:
@@ -161,6 +182,7 @@ def test_keyword_match_lifts_a_memory_and_semantic_fills_the_gaps() -> None:
         cand("related", 0.55, 0.0),
         cand("far", 0.2, 1.0),
     ]
+    # (cosines of 0.62, 0.58, 0.55, 0.2; "named" holds the rare word: keyword 6 of the best 6)
 
     order = [f.candidate.hit.id for f in sorted(blend(candidates, 0.3), key=lambda f: -f.fused)]
 
@@ -289,6 +311,7 @@ def test_each_result_explains_its_score() -> None:
         "method": "engram",
         "similarity": 0.7,
         "keyword": 3.5,
+        "feedback_similarity": None,
         "vector_rank": 2,
         "keyword_rank": 1,
         "fused": 0.8,
@@ -324,3 +347,21 @@ def test_context_numbers_the_results_and_counts_their_tokens() -> None:
 
     assert text == "[1] Notes (score 0.900)\nfirst memory\n\n[2] doc-b (score 0.800)\ncontent of b"
     assert tokens == 7
+
+
+def test_feedback_moves_the_query_toward_the_mean_of_the_best_and_keeps_unit_length() -> None:
+    moved = feedback_vector([2.0, 0.0], [[0.0, 3.0], [0.0, 1.0]], weight=1.0)
+
+    assert moved == pytest.approx([1 / math.sqrt(2), 1 / math.sqrt(2)])
+    assert feedback_vector([2.0, 0.0], [], weight=1.0) == [1.0, 0.0]
+
+
+def test_blend_reads_the_feedback_similarity_when_there_is_one() -> None:
+    candidates = [
+        Candidate(hit("a"), 0.9, keyword=0.0, feedback=0.1),
+        Candidate(hit("b"), 0.1, keyword=0.0, feedback=0.9),
+    ]
+
+    fused = {f.candidate.hit.id: f.fused for f in blend(candidates, 0.0)}
+
+    assert fused == {"a": 0.1, "b": 0.9}

@@ -156,3 +156,16 @@ def test_either_ranking_preset_explains_its_nudges(preset: str) -> None:
 
     explanation = answer.results[0].explanation
     assert explanation is not None and "importance" in explanation.nudges
+
+
+def test_engram_feeds_the_first_rounds_best_back_and_blend_does_not() -> None:
+    store = FakeSearchStore(small_tenant())
+
+    engram = search(store, top_k=3)
+    blend = search(store, top_k=3, method="blend")
+
+    assert all(r.explanation and r.explanation.feedback_similarity is not None for r in engram.results)
+    assert all(r.explanation and r.explanation.feedback_similarity is None for r in blend.results)
+    # the similarity shown is still the true cosine with the query
+    by_id = {r.id: r.similarity_score for r in blend.results}
+    assert all(by_id[r.id] == r.similarity_score for r in engram.results if r.id in by_id)
