@@ -254,6 +254,9 @@ class ScoreExplanation(BaseModel):
     method: SearchMethod
     similarity: float = Field(description="Cosine similarity of query and memory.")
     keyword: float | None = Field(None, description="BM25 of the query's words, tenant statistics.")
+    keyword_share: float | None = Field(
+        None, description="The BM25 as a share of the most the query's words can give."
+    )
     feedback_similarity: float | None = Field(
         None, description="Cosine with the query vector moved toward the first round's best."
     )

@@ -136,7 +136,7 @@ class Settings(BaseSettings):
         "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
     )
     search_keyword_ratio: float = Field(
-        0.2, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
+        0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
     )
     search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
     search_feedback_weight: float = Field(

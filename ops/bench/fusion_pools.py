@@ -16,6 +16,7 @@ from pathlib import Path
 from shared.embedding import make_embedder
 from shared.evaluation.beir import load_beir
 from shared.search import Query, Searcher, query_terms
+from shared.search.bm25 import bm25_ceiling
 from shared.settings import get_settings
 from shared.stores.neo4j import Neo4jStore
 
@@ -33,6 +34,7 @@ def main() -> None:
     embedder = make_embedder(settings)
     searcher = Searcher(store, embedder, settings)
     pools = {}
+    ceilings = {}
     for query_id, text in dataset.queries.items():
         query = Query(
             text=text,
@@ -43,6 +45,7 @@ def main() -> None:
             pool=args.pool,
             terms=query_terms(text),
         )
+        ceilings[query_id] = bm25_ceiling(query.terms, searcher.term_stats(query)) if query.terms else 0.0
         pools[query_id] = [
             {
                 "doc": c.hit.document_id,
@@ -53,9 +56,9 @@ def main() -> None:
                 "len": c.hit.token_count,
                 "text": c.hit.content,
             }
-            for c in searcher.candidates(query, "engram")
+            for c in searcher.candidates(query, "blend")
         ]
-    args.out.write_text(json.dumps({"qrels": dataset.qrels, "pools": pools}))
+    args.out.write_text(json.dumps({"qrels": dataset.qrels, "pools": pools, "ceilings": ceilings}))
     store.close()
 
 

@@ -4,8 +4,8 @@ Every candidate carries both signals — its true cosine similarity to the query
 the tenant's statistics — whichever source found it, so fusion never guesses a missing score.
 
 - ``blend``: a convex blend of the two (seed 001: keyword matches boosted, semantic matches fill
-  the gaps, a configurable ratio): the cosine as it is, and the keyword score as its share of
-  the best one among the candidates.
+  the gaps, a configurable ratio): the cosine as it is, and the BM25 as its share of the most the
+  query's words can give (every word, often, in a short memory).
 - ``rrf``: weighted reciprocal rank fusion over the two rankings (k = 60 by default).
 - ``vector_only`` / ``keyword_only``: one signal, for comparison and for evaluation.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from shared.search.bm25 import TermStats, bm25
+from shared.search.bm25 import TermStats, bm25, bm25_ceiling
 from shared.search.records import Candidate, Fused
 
 
@@ -59,16 +59,14 @@ def rrf(candidates: Sequence[Candidate], k: int = 60, keyword_weight: float = 0.
 
 
 def blend(candidates: Sequence[Candidate], keyword_ratio: float) -> list[Fused]:
-    """(1 - r) * cosine + r * keyword score as a share of the best one among the candidates (the
-    feedback cosine in place of the cosine, when there is one). The cosine is taken as it is, not
-    rescaled over the candidates, so a memory's fused score does not depend on how many
-    candidates were asked for (top_k)."""
-    best_keyword = max((c.keyword or 0.0 for c in candidates), default=0.0)
-    fused = []
-    for c in candidates:
-        keyword = (c.keyword or 0.0) / best_keyword if best_keyword > 0 else 0.0
-        fused.append(Fused(c, (1.0 - keyword_ratio) * c.semantic + keyword_ratio * keyword))
-    return fused
+    """(1 - r) * cosine + r * keyword share: the cosine as it is (the feedback cosine, when there
+    is one), and the BM25 as a share of the most the query's words can give. Both are absolute
+    scales, so a memory's fused score depends neither on the other candidates nor on top_k, and a
+    query whose words match nothing well gives keyword evidence little say."""
+    return [
+        Fused(c, (1.0 - keyword_ratio) * c.semantic + keyword_ratio * (c.keyword_share or 0.0))
+        for c in candidates
+    ]
 
 
 def vector_only(candidates: Sequence[Candidate]) -> list[Fused]:
@@ -81,11 +79,14 @@ def keyword_only(candidates: Sequence[Candidate]) -> list[Fused]:
 
 
 def with_keywords(candidates: Sequence[Candidate], terms: Sequence[str], stats: TermStats) -> list[Candidate]:
-    """Each candidate's BM25 for the query's words, with the tenant's statistics."""
-    return [
-        replace(c, keyword=bm25(terms, c.hit.content, stats, c.hit.token_count) if terms else 0.0)
-        for c in candidates
-    ]
+    """Each candidate's BM25 for the query's words, with the tenant's statistics, and its share of
+    the most the words can give."""
+    ceiling = bm25_ceiling(terms, stats) if terms else 0.0
+    scored = []
+    for c in candidates:
+        keyword = bm25(terms, c.hit.content, stats, c.hit.token_count) if terms else 0.0
+        scored.append(replace(c, keyword=keyword, keyword_share=keyword / ceiling if ceiling > 0 else 0.0))
+    return scored
 
 
 def feedback_vector(query: Sequence[float], best: Sequence[Sequence[float]], weight: float) -> list[float]:

@@ -80,6 +80,8 @@ class Candidate:
     """1-based place in the keyword source's list (by ``keyword``)."""
     keyword: float | None = None
     """BM25 of the query's words in this memory, with the tenant's own statistics."""
+    keyword_share: float | None = None
+    """``keyword`` as a share of the most BM25 the query's words can give (``bm25_ceiling``)."""
     feedback: float | None = None
     """Cosine with the query vector moved toward the first round's best (pseudo-relevance
     feedback); fusion reads it in place of ``similarity`` when there is one."""
@@ -95,6 +97,7 @@ class Candidate:
             vector_rank=_least(self.vector_rank, other.vector_rank),
             keyword_rank=_least(self.keyword_rank, other.keyword_rank),
             keyword=self.keyword if self.keyword is not None else other.keyword,
+            keyword_share=self.keyword_share if self.keyword_share is not None else other.keyword_share,
         )
 
 

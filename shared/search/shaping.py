@@ -24,6 +24,7 @@ def explain(item: Ranked, method: SearchMethod) -> ScoreExplanation:
         method=method,
         similarity=round(c.similarity, 6),
         keyword=None if c.keyword is None else round(c.keyword, 6),
+        keyword_share=None if c.keyword_share is None else round(c.keyword_share, 6),
         feedback_similarity=None if c.feedback is None else round(c.feedback, 6),
         vector_rank=c.vector_rank,
         keyword_rank=c.keyword_rank,

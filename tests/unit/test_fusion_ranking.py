@@ -38,8 +38,14 @@ def hit(memory_id: str, content: str = "", **values: object) -> Hit:
     return Hit(**fields)  # type: ignore[arg-type]
 
 
-def cand(memory_id: str, similarity: float, keyword: float | None = None, **values: object) -> Candidate:
-    return Candidate(hit(memory_id, **values), similarity, keyword=keyword)
+def cand(
+    memory_id: str,
+    similarity: float,
+    keyword: float | None = None,
+    share: float | None = None,
+    **values: object,
+) -> Candidate:
+    return Candidate(hit(memory_id, **values), similarity, keyword=keyword, keyword_share=share)
 
 
 def ids(items: list[Ranked]) -> list[str]:
@@ -142,28 +148,36 @@ def test_weighted_rrf_leans_to_the_weighted_side() -> None:
     assert semantic_heavy["sem"] > semantic_heavy["key"]
 
 
-def test_blend_takes_the_cosine_as_it_is_and_the_keyword_score_as_a_share_of_the_best() -> None:
-    candidates = [cand("a", 0.8, 4.0), cand("b", 0.6, 0.0), cand("c", 0.4, 2.0)]
+def test_blend_takes_the_cosine_as_it_is_and_the_keyword_share_of_the_ceiling() -> None:
+    candidates = [cand("a", 0.8, 4.0, 0.5), cand("b", 0.6, 0.0, 0.0), cand("c", 0.4, 2.0, 0.25)]
 
     fused = {f.candidate.hit.id: f.fused for f in blend(candidates, keyword_ratio=0.25)}
 
     assert fused == pytest.approx(
-        {"a": 0.75 * 0.8 + 0.25 * 1.0, "b": 0.75 * 0.6, "c": 0.75 * 0.4 + 0.25 * 0.5}
+        {"a": 0.75 * 0.8 + 0.25 * 0.5, "b": 0.75 * 0.6, "c": 0.75 * 0.4 + 0.25 * 0.25}
     )
 
 
-def test_a_memorys_blend_does_not_depend_on_how_many_candidates_there_are() -> None:
-    few = [cand("a", 0.8, 4.0), cand("b", 0.6, 1.0)]
-    many = [*few, *(cand(f"x{i}", 0.1 * (i % 5), 0.5) for i in range(50))]
+def test_a_memorys_blend_does_not_depend_on_the_other_candidates() -> None:
+    few = [cand("a", 0.8, 4.0, 0.5), cand("b", 0.6, 1.0, 0.1)]
+    many = [*few, *(cand(f"x{i}", 0.1 * (i % 5), 9.0, 0.9) for i in range(50))]
 
     def score(items: list[Candidate]) -> dict[str, float]:
-        return {f.candidate.hit.id: f.fused for f in blend(items, 0.2)}
+        return {f.candidate.hit.id: f.fused for f in blend(items, 0.3)}
 
     assert {k: score(many)[k] for k in ("a", "b")} == pytest.approx(score(few))
 
 
+def test_with_keywords_gives_the_share_of_the_most_the_words_can_give() -> None:
+    stats = TermStats(10, 4.0, {"otter": 2})
+    (scored,) = with_keywords([cand("a", 0.5, content="otter otter otter")], ["otter"], stats)
+
+    assert scored.keyword_share == pytest.approx(scored.keyword / bm25_ceiling(["otter"], stats))
+    assert 0 < scored.keyword_share < 1
+
+
 def test_blend_ratio_zero_orders_by_similarity_and_one_by_keyword() -> None:
-    candidates = [cand("a", 0.8, 1.0), cand("b", 0.6, 3.0), cand("c", 0.7, 2.0)]
+    candidates = [cand("a", 0.8, 1.0, 0.1), cand("b", 0.6, 3.0, 0.3), cand("c", 0.7, 2.0, 0.2)]
 
     def order(ratio: float) -> list[str]:
         fused = blend(candidates, ratio)
@@ -174,15 +188,14 @@ def test_blend_ratio_zero_orders_by_similarity_and_one_by_keyword() -> None:
 
 
 def test_keyword_match_lifts_a_memory_and_semantic_fills_the_gaps() -> None:
-    # Seed 001: a memory holding the query's rare word passes a slightly closer one that does
+    # Seed 001: a memory holding the query's rare words passes a slightly closer one that does
     # not; memories with no keyword evidence are still found by similarity.
     candidates = [
-        cand("close", 0.62, 0.0),
-        cand("named", 0.58, 6.0),
-        cand("related", 0.55, 0.0),
-        cand("far", 0.2, 1.0),
+        cand("close", 0.62, 0.0, 0.0),
+        cand("named", 0.58, 6.0, 0.6),
+        cand("related", 0.55, 0.0, 0.0),
+        cand("far", 0.2, 1.0, 0.1),
     ]
-    # (cosines of 0.62, 0.58, 0.55, 0.2; "named" holds the rare word: keyword 6 of the best 6)
 
     order = [f.candidate.hit.id for f in sorted(blend(candidates, 0.3), key=lambda f: -f.fused)]
 
@@ -311,6 +324,7 @@ def test_each_result_explains_its_score() -> None:
         "method": "engram",
         "similarity": 0.7,
         "keyword": 3.5,
+        "keyword_share": None,
         "feedback_similarity": None,
         "vector_rank": 2,
         "keyword_rank": 1,
@@ -358,10 +372,10 @@ def test_feedback_moves_the_query_toward_the_mean_of_the_best_and_keeps_unit_len
 
 def test_blend_reads_the_feedback_similarity_when_there_is_one() -> None:
     candidates = [
-        Candidate(hit("a"), 0.9, keyword=0.0, feedback=0.1),
-        Candidate(hit("b"), 0.1, keyword=0.0, feedback=0.9),
+        Candidate(hit("a"), 0.9, keyword=0.0, keyword_share=0.0, feedback=0.1),
+        Candidate(hit("b"), 0.1, keyword=0.0, keyword_share=0.0, feedback=0.9),
     ]
 
     fused = {f.candidate.hit.id: f.fused for f in blend(candidates, 0.0)}
 
-    assert fused == {"a": 0.1, "b": 0.9}
+    assert fused == pytest.approx({"a": 0.1, "b": 0.9})
