@@ -151,7 +151,13 @@ def percentile(values: list[float], share: float) -> float:
 def run(folder: Path, reuse: bool, out: Callable[[str], None]) -> Report:
     dataset = load_beir(folder)
     client = EngramClient()
-    ingest_s = ingest(client, dataset, reuse, out)
+    try:
+        return _measure(client, dataset, ingest(client, dataset, reuse, out))
+    finally:
+        client.close()
+
+
+def _measure(client: EngramClient, dataset: BeirSet, ingest_s: float | None) -> Report:
     tenant = tenant_of(dataset)
     report = Report(dataset.name, len(dataset.corpus), len(dataset.queries), ingest_s)
     latencies: list[float] = []

@@ -218,6 +218,9 @@ class SearchFilters(BaseModel):
     )
     from_date: Moment | None = None
     to_date: Moment | None = None
+    statuses: list[Identifier] | None = Field(
+        None, min_length=1, max_length=16, description="A memory matches if its status is one of them."
+    )
 
 
 SearchMethod = Literal["engram", "blend", "rrf", "weighted_rrf", "bm25", "vector"]

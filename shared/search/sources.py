@@ -48,6 +48,7 @@ class Query:
             "tags": f.tags,
             "from_date": f.from_date,
             "to_date": f.to_date,
+            "statuses": f.statuses,
         }
 
 

@@ -564,6 +564,7 @@ def filter_parameters(user_id: str, filters: SearchFilters) -> Row:
         "tags": filters.tags,
         "from_date": filters.from_date,
         "to_date": filters.to_date,
+        "statuses": filters.statuses,
     }
 
 

@@ -20,6 +20,7 @@ SCHEMA_STATEMENTS = (
     "CREATE INDEX memory_memory_type IF NOT EXISTS FOR (m:Memory) ON (m.memory_type)",
     "CREATE INDEX memory_document_id IF NOT EXISTS FOR (m:Memory) ON (m.document_id)",
     "CREATE INDEX memory_created_at IF NOT EXISTS FOR (m:Memory) ON (m.created_at)",
+    "CREATE INDEX memory_status IF NOT EXISTS FOR (m:Memory) ON (m.status)",
     "CREATE INDEX memory_vector_sync IF NOT EXISTS FOR (m:Memory) ON (m.vector_sync)",
     "CREATE INDEX memory_content_hash IF NOT EXISTS FOR (m:Memory) ON (m.content_hash)",
     "CREATE INDEX memory_updated_at IF NOT EXISTS FOR (m:Memory) ON (m.updated_at)",
@@ -293,6 +294,7 @@ AND ($memory_types IS NULL OR m.memory_type IN $memory_types)
 AND ($tags IS NULL OR any(tag IN m.tags WHERE tag IN $tags))
 AND ($from_date IS NULL OR m.created_at >= $from_date)
 AND ($to_date IS NULL OR m.created_at <= $to_date)
+AND ($statuses IS NULL OR coalesce(m.status, 'active') IN $statuses)
 """
 
 STORED_MODEL = """

@@ -31,6 +31,7 @@ class Stored:
     tags: list[str] = field(default_factory=list)
     importance: float = 0.5
     content_hash: str | None = None
+    status: str = "active"
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class FakeSearchStore:
             and f["document_id"] in (None, m.document_id or m.id)
             and (f["memory_types"] is None or m.memory_type in f["memory_types"])
             and (f["tags"] is None or any(t in f["tags"] for t in m.tags))
+            and (f["statuses"] is None or m.status in f["statuses"])
         )
 
     def _cos(self, m: Stored, vector: Sequence[float]) -> float:

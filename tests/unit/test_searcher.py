@@ -169,3 +169,15 @@ def test_engram_feeds_the_first_rounds_best_back_and_blend_does_not() -> None:
     # the similarity shown is still the true cosine with the query
     by_id = {r.id: r.similarity_score for r in blend.results}
     assert all(by_id[r.id] == r.similarity_score for r in engram.results if r.id in by_id)
+
+
+def test_status_is_a_filter_on_both_sides() -> None:
+    memories = small_tenant()
+    memories[0].status = "archived"
+    store = FakeSearchStore(memories)
+
+    for method in ("vector", "bm25", "engram"):
+        archived = search(store, method=method, top_k=5, filters={"statuses": ["archived"]})
+        active = search(store, method=method, top_k=5, filters={"statuses": ["active"]})
+        assert [r.id for r in archived.results] == ["s0"], method
+        assert "s0" not in [r.id for r in active.results], method
