@@ -99,26 +99,49 @@ class Neo4jVector:
     """The vector index, post-filtered in Neo4j 5.26: a filtered set of at most
     ``exact_scan_limit`` memories is scanned exactly (complete, and independent of every other
     tenant's data); a larger one through the index, asking for 4x more neighbours each time until
-    the pool is met, the index runs out or ``max_k`` is reached — never a whole-store scan."""
+    the pool is met, the index runs out or ``max_k`` is reached — never a whole-store scan.
+
+    What it learns of a filtered set (its size class, and how many times the pool k had to be to
+    meet it) is kept for
+    ``ttl_s`` per process, so the next search of the same tenant and filters — the feedback round
+    of the same search, say — asks once."""
 
     name = "vector"
 
-    def __init__(self, store: SearchStore, exact_scan_limit: int, max_k: int) -> None:
+    def __init__(self, store: SearchStore, exact_scan_limit: int, max_k: int, ttl_s: float = 30.0) -> None:
         self._store = store
         self._exact_scan_limit = exact_scan_limit
         self._max_k = max_k
+        self._ttl_s = ttl_s
+        self._hints: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
 
     def candidates(self, query: Query) -> list[Candidate]:
         params = query.filter_params()
-        size = self._store.count_filtered(params, self._exact_scan_limit + 1)
-        if size <= self._exact_scan_limit:
+        key = repr(sorted(params.items()))
+        now = time.monotonic()
+        hint = self._hints.get(key)
+        if hint is None or now - hint[0] > self._ttl_s:
+            size = self._store.count_filtered(params, self._exact_scan_limit + 1)
+            hint = (now, size, 1)
+        if hint[1] <= self._exact_scan_limit:
             rows = self._store.exact_candidates(query.vector, query.pool, params)
+            factor = 1
         else:
-            rows = self._oversampled(query, params)
+            rows, k = self._oversampled(query, params, query.pool * hint[2])
+            factor = max(1, k // query.pool)
+        self._remember(key, (hint[0], hint[1], factor))
         return [_graph_candidate(row) for row in rows]
 
-    def _oversampled(self, query: Query, params: Row) -> list[Row]:
-        k = min(query.pool, self._max_k)
+    def _remember(self, key: str, hint: tuple[float, int, int]) -> None:
+        if self._ttl_s <= 0:
+            return
+        self._hints[key] = hint
+        self._hints.move_to_end(key)
+        while len(self._hints) > 1024:
+            self._hints.popitem(last=False)
+
+    def _oversampled(self, query: Query, params: Row, k: int) -> tuple[list[Row], int]:
+        k = min(k, self._max_k)
         while True:
             found, rows = self._store.vector_candidates(query.vector, k, params)
             if len(rows) >= query.pool or found < k or k >= self._max_k:
@@ -128,7 +151,7 @@ class Neo4jVector:
             # Sparse in the index's neighbourhood even at max_k: the filtered set, exactly.
             rows = self._store.exact_candidates(query.vector, query.pool, params)
         rows.sort(key=lambda row: -float(row["score"]))
-        return rows[: query.pool]
+        return rows[: query.pool], k
 
 
 class Neo4jFulltext:
