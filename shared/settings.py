@@ -150,7 +150,10 @@ class Settings(BaseSettings):
         5, ge=1, le=50, description="Best memories of the first round fed back."
     )
     search_stats_ttl_s: float = Field(
-        30.0, ge=0, description="How long a query worker keeps a tenant's keyword statistics."
+        30.0,
+        ge=0,
+        description="How long a query worker keeps what it learned of a tenant: keyword statistics, "
+        "the size of a filtered set and the oversampling it needed.",
     )
     search_ranking_preset: Literal["additive", "seed004"] = Field(
         "additive",
