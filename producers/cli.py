@@ -139,6 +139,16 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id", help="the id that keys list shows (or the whole key)")
     revoke.set_defaults(run=_keys_revoke)
 
+    evaluation = commands.add_parser(
+        "eval", help="ingest a BEIR-layout set through the pipeline and measure search on it"
+    )
+    evaluation.add_argument("dataset", type=Path, metavar="DATASET_DIR")
+    evaluation.add_argument(
+        "--reuse", action="store_true", help="skip the ingest when the set's tenant already holds it"
+    )
+    evaluation.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluation.set_defaults(run=_eval)
+
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
@@ -421,6 +431,12 @@ def _identifier(value: str) -> str:
         return TypeAdapter(Identifier).validate_python(value)
     except ValidationError as exc:
         raise InvalidInput(f"--tenant {value!r}: {exc.errors()[0]['msg']}") from exc
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from producers.evaluate import main as evaluate
+
+    return evaluate(args.dataset, args.reuse, args.json)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -174,6 +174,10 @@ class EngramClient:
                 counts[record.state] += 1
         return counts
 
+    def stored_documents(self, keys: Sequence[str]) -> int:
+        """How many of these documents Neo4j holds."""
+        return self._store().stored_documents(keys)
+
     def chunk_count(self, keys: Sequence[str]) -> int:
         """Chunks stored for these documents."""
         return self._store().chunk_count(keys)

@@ -236,6 +236,12 @@ class SearchFilters(BaseModel):
     )
     from_date: Moment | None = None
     to_date: Moment | None = None
+    statuses: list[Identifier] | None = Field(
+        None, min_length=1, max_length=16, description="A memory matches if its status is one of them."
+    )
+
+
+SearchMethod = Literal["engram", "blend", "rrf", "weighted_rrf", "bm25", "vector"]
 
 
 class SearchQuery(BaseModel):
@@ -247,6 +253,41 @@ class SearchQuery(BaseModel):
     top_k: int | None = Field(None, ge=1)
     threshold: float | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
+    method: SearchMethod = Field(
+        "engram",
+        description="engram (the configured search); the others are fixed baselines to compare it "
+        "with (engram eval): bm25 or vector alone, plain rrf, weighted_rrf, blend (engram without "
+        "feedback).",
+    )
+    neighbours: int = Field(
+        0, ge=0, le=5, description="Chunks before and after each result (along NEXT) to return with it."
+    )
+    token_budget: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Results are cut to fit this many tokens, and returned as one `context` text too.",
+    )
+
+
+class ScoreExplanation(BaseModel):
+    """How a result's score was made, part by part."""
+
+    method: SearchMethod
+    similarity: float = Field(description="Cosine similarity of query and memory.")
+    keyword: float | None = Field(None, description="BM25 of the query's words, tenant statistics.")
+    keyword_share: float | None = Field(
+        None, description="The BM25 as a share of the most the query's words can give."
+    )
+    feedback_similarity: float | None = Field(
+        None, description="Cosine with the query vector moved toward the first round's best."
+    )
+    vector_rank: int | None = Field(None, description="Place among the candidates by similarity.")
+    keyword_rank: int | None = Field(None, description="Place among candidates holding a query word.")
+    fused: float = Field(description="The fused score of similarity and keyword score.")
+    nudges: dict[str, float] = Field(default_factory=dict, description="Importance, type, recency.")
+    rerank: float | None = Field(None, description="The reranker's score, when one is configured.")
+    score: float
 
 
 class SearchRequest(SearchQuery):
@@ -276,6 +317,10 @@ class SearchResult(BaseModel):
     project_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     created_at: datetime | None = None
+    token_count: int | None = None
+    explanation: ScoreExplanation | None = None
+    before: list[str] = Field(default_factory=list, description="Preceding chunks, nearest last.")
+    after: list[str] = Field(default_factory=list, description="Following chunks, nearest first.")
 
 
 class SearchResponse(BaseModel):
@@ -286,6 +331,11 @@ class SearchResponse(BaseModel):
     search_time_ms: float
     source: Literal["neo4j", "qdrant"] = "neo4j"
     degraded: str | None = Field(None, description="Why the answer came from the backup, if it did.")
+    method: SearchMethod = "engram"
+    rounds: int = Field(1, description="Search rounds: 2 when the agentic round asked follow-ups.")
+    follow_up_queries: list[str] = Field(default_factory=list)
+    context: str | None = Field(None, description="The results as one text for an agent (token_budget).")
+    context_tokens: int | None = None
 
 
 class VectorSyncCounts(BaseModel):

@@ -131,9 +131,47 @@ class Settings(BaseSettings):
     delete_confirm_timeout_s: float = Field(
         30.0, gt=0, description="How long a delete waits for Qdrant's confirmation before reporting."
     )
-    search_oversample: int = Field(4, ge=1, description="Vector candidates fetched per result asked.")
-    search_fulltext_weight: float = Field(
-        0.1, ge=0.0, le=1.0, description="Nudge for fulltext hits, times their share of the best hit."
+    search_oversample: int = Field(
+        4, ge=1, description="Candidates taken from each source per result asked (the fusion pool)."
+    )
+    search_exact_scan_limit: int = Field(
+        2000,
+        ge=0,
+        description="A filtered set of at most this many memories is scanned exactly, not via the index.",
+    )
+    search_vector_max_k: int = Field(
+        10000, ge=1, description="Most nearest neighbours asked of the vector index while oversampling."
+    )
+    search_fulltext_max_candidates: int = Field(
+        4000, ge=1, description="Most fulltext matches read per search while oversampling."
+    )
+    search_fusion: Literal["blend", "rrf"] = Field(
+        "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
+    )
+    search_keyword_ratio: float = Field(
+        0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
+    )
+    search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
+    search_feedback_weight: float = Field(
+        1.0,
+        ge=0.0,
+        le=4.0,
+        description="Pseudo-relevance feedback: the query vector moves toward the mean of the first "
+        "round's best by this weight, and the index is asked again (0: off).",
+    )
+    search_feedback_docs: int = Field(
+        5, ge=1, le=50, description="Best memories of the first round fed back."
+    )
+    search_stats_ttl_s: float = Field(
+        30.0,
+        ge=0,
+        description="How long a query worker keeps what it learned of a tenant: keyword statistics, "
+        "the size of a filtered set and the oversampling it needed.",
+    )
+    search_ranking_preset: Literal["additive", "seed004"] = Field(
+        "additive",
+        description="additive: fused score + the nudges below; seed004: 50/30/15/5 similarity, "
+        "importance, type, recency.",
     )
     search_importance_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge per unit of importance.")
     search_recency_weight: float = Field(0.0, ge=0.0, le=1.0, description="Nudge for new memories.")
@@ -141,6 +179,31 @@ class Settings(BaseSettings):
     search_memory_type_weights: dict[str, float] = Field(
         default_factory=dict, description='Nudge per memory_type, as JSON: {"fact": 0.05}.'
     )
+    search_type_thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description='Least similarity per memory_type, over the global one, as JSON: {"note": 0.3}.',
+    )
+    search_one_per_document: bool = Field(
+        False, description="Return only the best chunk of each document (MaxSim)."
+    )
+    search_reranker_url: str | None = Field(
+        None, description="A reranker (cross-encoder) server; off when unset."
+    )
+    search_reranker_api: Literal["tei", "cohere"] = Field(
+        "tei", description="tei (POST /rerank) or cohere (any Cohere/Jina-style POST /v1/rerank)."
+    )
+    search_reranker_model: str | None = Field(None, description="Model named to a cohere-style reranker.")
+    search_reranker_api_key: SecretStr | None = Field(None, description="Bearer key of the reranker.")
+    search_rerank_top_n: int = Field(20, ge=1, le=200, description="Results the reranker reorders.")
+    search_agent_url: str | None = Field(
+        None, description="Chat model for the agentic second round (seed 002); off when unset."
+    )
+    search_agent_api: Literal["openai", "ollama"] = Field(
+        "openai", description="openai (any compatible /v1/chat/completions) or ollama (/api/chat)."
+    )
+    search_agent_model: str = Field("llama3.2", description="Chat model of the agentic round.")
+    search_agent_api_key: SecretStr | None = Field(None, description="Bearer key of the chat endpoint.")
+    search_agent_max_queries: int = Field(3, ge=1, le=5, description="Follow-up queries the agent may ask.")
     query_cache_size: int = Field(1024, ge=0, description="Query embeddings cached per query worker.")
     model_check_interval_s: float = Field(
         2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."

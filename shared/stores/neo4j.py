@@ -33,6 +33,7 @@ from shared.models import (
 from shared.settings import Settings
 from shared.stores import neo4j_migration_queries as mq
 from shared.stores import neo4j_queries as q
+from shared.stores import neo4j_search_queries as sq
 from shared.stores.base import (
     DocumentWrite,
     EmbeddingTarget,
@@ -137,7 +138,7 @@ class Neo4jStore:
             refusal = self.model_claim().refuse_write(model, dimension)
             if refusal is not None:
                 raise refusal
-        for statement in q.SCHEMA_STATEMENTS:
+        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
             self._write(statement)
         self.ensure_vector_index(dimension, timeout_s)
 
@@ -475,16 +476,56 @@ class Neo4jStore:
     def forget_source_model(self, now: datetime) -> None:
         self._write(mq.FORGET_SOURCE_MODEL, now=now)
 
-    # Search.
+    # Search (shared/search/sources.py reads these).
 
-    def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
-        return self._read(q.VECTOR_CANDIDATES, vector=list(vector), k=k, **filters)
+    def count_filtered(self, filters: Row, limit: int) -> int:
+        """How many Memories pass the tenant and filters, counted up to ``limit``."""
+        return int(self._read(sq.COUNT_FILTERED, limit=limit, **filters)[0]["n"])
+
+    def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> tuple[int, list[Row]]:
+        """(rows the index gave, those passing the filters): {memory, score as (1 + cos) / 2}."""
+        row = self._read(sq.VECTOR_CANDIDATES, vector=list(vector), k=k, **filters)[0]
+        return int(row["found"]), list(row["kept"])
 
     def exact_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
-        return self._read(q.EXACT_CANDIDATES, vector=list(vector), k=k, **filters)
+        return list(self._read(sq.EXACT_CANDIDATES, vector=list(vector), k=k, **filters)[0]["kept"])
 
-    def fulltext_candidates(self, text: str, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
-        return self._read(q.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)
+    def fulltext_candidates(
+        self, text: str, vector: Sequence[float], k: int, filters: Row
+    ) -> tuple[int, list[Row]]:
+        row = self._read(sq.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)[0]
+        return int(row["found"]), list(row["kept"])
+
+    def term_frequencies(self, user_id: str, queries: Mapping[str, str], cap: int) -> dict[str, int]:
+        """Per term, how many of the tenant's Memories hold it (up to ``cap``); ``queries`` maps
+        each term to its Lucene query."""
+        params = [{"term": term, "lucene": lucene} for term, lucene in queries.items()]
+        rows = self._read(sq.TERM_FREQUENCIES, queries=params, cap=cap, user_id=user_id)
+        return {row["term"]: int(row["df"]) for row in rows}
+
+    def tenant_stats(self, user_id: str) -> tuple[int, float]:
+        """(Memories the tenant holds, their mean token count)."""
+        row = self._read(sq.TENANT_STATS, user_id=user_id)[0]
+        return int(row["documents"] or 0), float(row["average_length"] or 0.0)
+
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]
+    ) -> dict[str, tuple[float, float]]:
+        """Per memory, its cosine with ``query`` and with ``moved`` (each as (1 + cos) / 2)."""
+        rows = self._read(
+            sq.TWO_SCORES, user_id=user_id, ids=list(ids), original=list(query), moved=list(moved)
+        )
+        return {row["id"]: (float(row["original"]), float(row["moved"])) for row in rows}
+
+    def stored_documents(self, keys: Sequence[str]) -> int:
+        return int(self._read(sq.STORED_DOCUMENTS, keys=list(keys))[0]["n"] or 0)
+
+    def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
+        rows = self._read(sq.NEIGHBOURS, user_id=user_id, ids=list(ids), n=n)
+        return {row["id"]: (list(row["before"]), list(row["after"])) for row in rows}
 
 
 def _target(target: EmbeddingTarget) -> Row:
@@ -538,6 +579,7 @@ def filter_parameters(user_id: str, filters: SearchFilters) -> Row:
         "tags": filters.tags,
         "from_date": filters.from_date,
         "to_date": filters.to_date,
+        "statuses": filters.statuses,
     }
 
 

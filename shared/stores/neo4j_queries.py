@@ -7,7 +7,6 @@ index options, which Cypher does not take as a parameter) is an int checked by t
 from __future__ import annotations
 
 VECTOR_INDEX = "memory_embedding"
-FULLTEXT_INDEX = "memory_content"
 
 SCHEMA_STATEMENTS = (
     "CREATE CONSTRAINT memory_id IF NOT EXISTS FOR (m:Memory) REQUIRE m.id IS UNIQUE",
@@ -21,12 +20,12 @@ SCHEMA_STATEMENTS = (
     "CREATE INDEX memory_memory_type IF NOT EXISTS FOR (m:Memory) ON (m.memory_type)",
     "CREATE INDEX memory_document_id IF NOT EXISTS FOR (m:Memory) ON (m.document_id)",
     "CREATE INDEX memory_created_at IF NOT EXISTS FOR (m:Memory) ON (m.created_at)",
+    "CREATE INDEX memory_status IF NOT EXISTS FOR (m:Memory) ON (m.status)",
     "CREATE INDEX memory_vector_sync IF NOT EXISTS FOR (m:Memory) ON (m.vector_sync)",
     "CREATE INDEX memory_content_hash IF NOT EXISTS FOR (m:Memory) ON (m.content_hash)",
     "CREATE INDEX memory_updated_at IF NOT EXISTS FOR (m:Memory) ON (m.updated_at)",
     "CREATE INDEX deleted_memory_deleted_at IF NOT EXISTS FOR (t:DeletedMemory) ON (t.deleted_at)",
     "CREATE INDEX document_user_id IF NOT EXISTS FOR (d:Document) ON (d.user_id)",
-    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content]",
 )
 
 CREATE_VECTOR_INDEX = (
@@ -303,34 +302,7 @@ AND ($memory_types IS NULL OR m.memory_type IN $memory_types)
 AND ($tags IS NULL OR any(tag IN m.tags WHERE tag IN $tags))
 AND ($from_date IS NULL OR m.created_at >= $from_date)
 AND ($to_date IS NULL OR m.created_at <= $to_date)
-"""
-
-MEMORY_FIELDS = """
-m {.id, .content, .content_hash, .memory_type, .importance, .document_id, .chunk_index,
-   .title, .session_id, .project_id, .tags, .created_at} AS memory
-"""
-
-# The index scores cosine as (1 + cos) / 2; the worker turns it back into cosine.
-VECTOR_CANDIDATES = f"""
-CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $vector) YIELD node AS m, score
-WITH m, score WHERE {MEMORY_FILTER}
-RETURN {MEMORY_FIELDS}, score
-"""
-
-EXACT_CANDIDATES = f"""
-MATCH (m:Memory)
-WHERE {MEMORY_FILTER} AND m.embedding IS NOT NULL
-WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
-ORDER BY score DESC
-LIMIT $k
-RETURN {MEMORY_FIELDS}, score
-"""
-
-FULLTEXT_CANDIDATES = f"""
-CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $text, {{limit: $k}}) YIELD node AS m, score
-WITH m, score WHERE {MEMORY_FILTER} AND m.embedding IS NOT NULL
-RETURN {MEMORY_FIELDS}, score AS text_score,
-       vector.similarity.cosine(m.embedding, $vector) AS score
+AND ($statuses IS NULL OR coalesce(m.status, 'active') IN $statuses)
 """
 
 STORED_MODEL = """

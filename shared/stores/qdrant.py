@@ -33,7 +33,7 @@ from shared.stores.base import VectorPoint
 
 log = logging.getLogger(__name__)
 
-KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tags", "content_hash")
+KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tags", "content_hash", "status")
 STATE_FIELDS = ["version", "content_hash", "embedding_model"]
 HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
 _RETRYABLE_STATUS = {408, 429}
@@ -88,6 +88,8 @@ def search_filter(user_id: str, filters: SearchFilters) -> qm.Filter:
         must.append(qm.FieldCondition(key="memory_type", match=qm.MatchAny(any=list(filters.memory_types))))
     if filters.tags is not None:  # any of them, as in Neo4j
         must.append(qm.FieldCondition(key="tags", match=qm.MatchAny(any=list(filters.tags))))
+    if filters.statuses is not None:
+        must.append(qm.FieldCondition(key="status", match=qm.MatchAny(any=list(filters.statuses))))
     if filters.from_date is not None or filters.to_date is not None:
         dates = qm.DatetimeRange(gte=filters.from_date, lte=filters.to_date)
         must.append(qm.FieldCondition(key="created_at", range=dates))

@@ -105,13 +105,13 @@ def test_ingest_lands_in_both_stores_with_relations_indexes_and_sync(
         row["type"]: row["state"]
         for row in cypher(
             neo4j_driver,
-            "SHOW INDEXES YIELD name, type, state WHERE name IN ['memory_embedding', 'memory_content'] RETURN type, state",
+            "SHOW INDEXES YIELD name, type, state WHERE name IN ['memory_embedding', 'memory_content_tenant'] RETURN type, state",
         )
     }
     assert indexes == {"VECTOR": "ONLINE", "FULLTEXT": "ONLINE"}
     hits = cypher(
         neo4j_driver,
-        "CALL db.index.fulltext.queryNodes('memory_content', 'badger') YIELD node WHERE node.user_id = $u RETURN count(node) AS n",
+        "CALL db.index.fulltext.queryNodes('memory_content_tenant', 'badger') YIELD node WHERE node.user_id = $u RETURN count(node) AS n",
         u=tenant,
     )
     assert hits[0]["n"] >= 1

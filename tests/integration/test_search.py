@@ -77,6 +77,10 @@ def test_filters_apply_inside_the_query_and_never_starve_top_k(api: TestClient, 
     )
     assert future["results"] == []
 
+    active = search(api, query="books", user_id=tenant, top_k=5, filters={"statuses": ["active"]})
+    archived = search(api, query="books", user_id=tenant, top_k=5, filters={"statuses": ["archived"]})
+    assert active["count"] == 5 and archived["results"] == []
+
 
 def test_similarity_is_the_true_cosine_and_threshold_cuts_on_it(
     api: TestClient, settings: Settings, tenant: str

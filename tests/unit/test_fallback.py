@@ -1,4 +1,4 @@
-"""The search fallback with fakes: Neo4j down → Qdrant's candidates, ranked by the same ``rank``."""
+"""The search fallback with fakes: Neo4j down → Qdrant's candidates, ranked by the same functions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 
 from shared.errors import ServiceUnavailable
 from shared.models import Memory, SearchFilters, SearchRequest
-from shared.search import Candidate, Searcher, VectorBackup, backup_candidates, rank
+from shared.search import Candidate, Searcher, VectorBackup, backup_candidates, fuse
+from shared.search.fusion import with_ranks
+from shared.search.ranking import RankingPolicy, rank
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
 
@@ -18,7 +20,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def settings(**values: Any) -> Settings:
-    return Settings(_env_file=None, **{"search_fulltext_weight": 0.0, **values})
+    return Settings(_env_file=None, **values)
 
 
 def memory(memory_id: str, **values: Any) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def memory(memory_id: str, **values: Any) -> dict[str, Any]:
 
 
 class DownGraph:
-    """``GraphCandidates`` of an unreachable Neo4j."""
+    """``SearchStore`` of an unreachable Neo4j."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -55,9 +57,12 @@ class DownGraph:
     def check_search_model(self, model: str, dimension: int) -> None:
         self._down()
 
+    def count_filtered(self, filters: dict[str, Any], limit: int) -> int:
+        return self._down()  # type: ignore[no-any-return]
+
     def vector_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[int, list[dict[str, Any]]]:
         return self._down()  # type: ignore[no-any-return]
 
     def exact_candidates(
@@ -67,12 +72,30 @@ class DownGraph:
 
     def fulltext_candidates(
         self, text: str, vector: Sequence[float], k: int, filters: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[int, list[dict[str, Any]]]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def term_frequencies(self, user_id: str, queries: Any, cap: int) -> dict[str, int]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def tenant_stats(self, user_id: str) -> tuple[int, float]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return self._down()  # type: ignore[no-any-return]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Any, moved: Any
+    ) -> dict[str, tuple[float, float]]:
         return self._down()  # type: ignore[no-any-return]
 
 
 class UpGraph(DownGraph):
-    """``GraphCandidates`` of a Neo4j that holds these rows (vector scores as the index gives them)."""
+    """``SearchStore`` of a Neo4j that holds these rows (vector scores as the index gives them)
+    and finds none of their words."""
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         super().__init__()
@@ -81,15 +104,24 @@ class UpGraph(DownGraph):
     def check_search_model(self, model: str, dimension: int) -> None:
         pass
 
-    def vector_candidates(
-        self, vector: Sequence[float], k: int, filters: dict[str, Any]
-    ) -> list[dict[str, Any]]:
-        return [{**row, "memory": dict(row["memory"])} for row in self.rows]
+    def count_filtered(self, filters: dict[str, Any], limit: int) -> int:
+        return len(self.rows)
 
     def exact_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        return self.vector_candidates(vector, k, filters)
+        return [{**row, "memory": dict(row["memory"])} for row in self.rows]
+
+    def fulltext_candidates(
+        self, text: str, vector: Sequence[float], k: int, filters: dict[str, Any]
+    ) -> tuple[int, list[dict[str, Any]]]:
+        return 0, []
+
+    def term_frequencies(self, user_id: str, queries: Any, cap: int) -> dict[str, int]:
+        return {}
+
+    def tenant_stats(self, user_id: str) -> tuple[int, float]:
+        return len(self.rows), 3.0
 
 
 class FakeQdrant:
@@ -121,74 +153,59 @@ def request(**values: Any) -> SearchRequest:
     return SearchRequest.model_validate({"query": "what grows", "user_id": "alice", **values})
 
 
-# rank: one ranking for every source
+# one ranking for every source
+
+
+def _rank(
+    candidates: list[Candidate], threshold: float | None = None, top_k: int = 10, **values: Any
+) -> list[str]:
+    policy = RankingPolicy.from_settings(settings(**values), threshold)
+    return [r.hit.id for r in rank(fuse("vector", with_ranks(candidates), settings()), policy, top_k, NOW)]
 
 
 def test_rank_orders_by_similarity_cuts_at_the_threshold_and_keeps_top_k() -> None:
-    candidates = [Candidate(memory(name), sim) for name, sim in [("low", 0.2), ("high", 0.9), ("mid", 0.5)]]
+    candidates = backup_candidates(
+        [(memory(name), sim) for name, sim in [("low", 0.2), ("high", 0.9), ("mid", 0.5)]]
+    )
 
-    results = rank(candidates, threshold=0.3, top_k=1, settings=settings(), now=NOW)
-
-    assert [r.id for r in results] == ["high"]
-    assert results[0].similarity_score == 0.9
+    assert _rank(candidates, threshold=0.3, top_k=1) == ["high"]
 
 
 def test_rank_returns_one_memory_per_content_hash_the_best_one() -> None:
-    candidates = [
-        Candidate(memory("copy-a", content_hash="same"), 0.7),
-        Candidate(memory("copy-b", content_hash="same"), 0.8),
-        Candidate(memory("other"), 0.6),
-    ]
-
-    results = rank(candidates, threshold=None, top_k=10, settings=settings(), now=NOW)
-
-    assert [r.id for r in results] == ["copy-b", "other"]
-
-
-def test_rank_keeps_the_first_similarity_and_nudges_by_the_share_of_the_best_text_score() -> None:
-    candidates = [
-        Candidate(memory("a"), 0.5),
-        Candidate(memory("b"), 0.55),
-        Candidate(memory("a"), 0.1, text_score=4.0),  # found again by fulltext: its similarity stays
-        Candidate(memory("c"), 0.3, text_score=2.0),
-    ]
-
-    results = rank(
-        candidates, threshold=None, top_k=10, settings=settings(search_fulltext_weight=0.1), now=NOW
+    candidates = backup_candidates(
+        [
+            (memory("copy-a", content_hash="same"), 0.7),
+            (memory("copy-b", content_hash="same"), 0.8),
+            (memory("other"), 0.6),
+        ]
     )
 
-    assert [(r.id, r.similarity_score, r.score) for r in results] == [
-        ("a", 0.5, 0.6),
-        ("b", 0.55, 0.55),
-        ("c", 0.3, 0.35),
-    ]
+    assert _rank(candidates) == ["copy-b", "other"]
 
 
 def test_rank_reads_the_recency_of_a_datetime_from_either_store() -> None:
-    old, new = backup_candidates(
+    candidates = backup_candidates(
         [
             (memory("old", created_at="2020-01-01T00:00:00Z"), 0.5),
             (memory("new", created_at="2025-12-31T00:00:00Z"), 0.5),
         ]
     )
 
-    results = rank(
-        [old, new], threshold=None, top_k=10, settings=settings(search_recency_weight=0.2), now=NOW
-    )
-
-    assert [r.id for r in results] == ["new", "old"]
-    assert results[0].score > results[1].score
+    assert _rank(candidates, search_recency_weight=0.2) == ["new", "old"]
 
 
 def test_neo4j_rows_and_qdrant_hits_of_the_same_memories_rank_alike() -> None:
     # Given the same memories and cosines, as Neo4j's vector index scores them and as Qdrant does
     cosines = {"a": 0.81, "b": 0.42, "c": -0.1}
-    rows = [{"memory": memory(mid), "score": (1.0 + cos) / 2.0} for mid, cos in cosines.items()]
+    rows = [
+        {"memory": Memory.model_validate(memory(mid)).model_dump(), "score": (1.0 + cos) / 2.0}
+        for mid, cos in cosines.items()
+    ]
     hits = [(memory(mid), cos) for mid, cos in cosines.items()]
     embedder = FakeEmbedder()
 
-    # When one searcher reads Neo4j and the other falls back to Qdrant
-    from_graph = Searcher(UpGraph(rows), embedder, settings()).search(request())
+    # When one searcher reads Neo4j (vectors alone, as the fallback can) and the other falls back
+    from_graph = Searcher(UpGraph(rows), embedder, settings()).search(request(method="vector"))
     from_backup = Searcher(DownGraph(), embedder, settings(), VectorBackup(FakeQdrant(hits))).search(
         request()
     )
@@ -220,7 +237,7 @@ def test_neo4j_down_the_backup_answers_with_the_tenant_filters_and_the_reason() 
 def test_a_payload_that_is_no_memory_is_left_out() -> None:
     candidates = backup_candidates([({"id": "broken"}, 0.9), (memory("fine"), 0.5)])
 
-    assert [c.memory["id"] for c in candidates] == ["fine"]
+    assert [c.hit.id for c in candidates] == ["fine"]
 
 
 def test_both_down_is_one_service_unavailable_naming_both() -> None:

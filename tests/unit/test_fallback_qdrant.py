@@ -46,6 +46,7 @@ def payload(spec: dict[str, Any]) -> dict[str, Any]:
         project_id=spec["project"],
         session_id=spec["session"],
         tags=spec["tags"],
+        status="archived" if spec["n"] == 3 else "active",
         created_at=spec["at"],
         version=1,
         embedding_model="test-model",
@@ -92,6 +93,8 @@ def test_hits_come_best_first_scored_in_cosine_with_the_memory_as_payload(store:
         ({"document_id": "d3"}, [3]),
         ({"memory_types": ["note", "document"]}, [2, 4]),
         ({"tags": ["b"]}, [1, 2]),
+        ({"statuses": ["archived"]}, [3]),
+        ({"statuses": ["active"]}, [1, 2, 4]),
         ({"tags": ["a", "c"]}, [1, 4]),  # any of them
         ({"from_date": "2022-06-01T00:00:00Z"}, [2, 3, 4]),  # inclusive
         ({"to_date": "2022-06-01T00:00:00Z"}, [1, 2]),  # inclusive

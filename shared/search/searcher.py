@@ -1,0 +1,304 @@
+"""The search: query embedding → candidates → keyword scores → fusion → ranking → shaping.
+
+Candidates come from Neo4j (vector and fulltext sources); when Neo4j is unreachable, from Qdrant
+(vectors alone), and the response says so. Either way the same pure functions fuse, rank and
+shape them, so a threshold, the dedup and the nudges mean the same whichever store answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal
+
+from shared.embedding.base import Embedder, Vectors
+from shared.errors import ServiceUnavailable
+from shared.models import SearchMethod, SearchRequest, SearchResponse, SearchResult, utc_now
+from shared.search import fusion
+from shared.search.agentic import ChatJudge, Judge, fuse_rounds
+from shared.search.bm25 import TermStats
+from shared.search.ranking import RankingPolicy, rank
+from shared.search.records import Candidate, Fused, Ranked
+from shared.search.rerank import HttpReranker, Reranker, reranked
+from shared.search.shaping import Neighbours, context, results, within_budget
+from shared.search.sources import (
+    BackupCandidates,
+    CandidateSource,
+    Neo4jFulltext,
+    Neo4jVector,
+    Qdrant,
+    Query,
+    SearchStore,
+    TenantStats,
+)
+from shared.search.text import query_terms
+from shared.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class QueryEmbeddingCache:
+    """A small LRU of query vectors, per process; a repeated query skips the model."""
+
+    def __init__(self, embedder: Embedder, size: int) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._vectors: OrderedDict[str, Vectors] = OrderedDict()
+
+    def embed(self, text: str) -> Vectors:
+        cached = self._vectors.get(text)
+        if cached is not None:
+            self._vectors.move_to_end(text)
+            return cached
+        vector = self._embedder.embed_query(text)
+        if self._size:
+            self._vectors[text] = vector
+            if len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return vector
+
+
+def fuse(method: SearchMethod, candidates: Sequence[Candidate], s: Settings) -> list[Fused]:
+    """The fused scores of one method. ``engram`` is the configured fusion; the others are fixed
+    baselines (engram eval compares them), never tuned per query."""
+    if method == "vector":
+        return fusion.vector_only(candidates)
+    if method == "bm25":
+        return fusion.keyword_only(candidates)
+    if method == "rrf":
+        return fusion.rrf(candidates, k=60, keyword_weight=0.5)
+    if method == "weighted_rrf" or s.search_fusion == "rrf":
+        return fusion.rrf(candidates, k=s.search_rrf_k, keyword_weight=s.search_keyword_ratio)
+    return fusion.blend(candidates, s.search_keyword_ratio)  # engram, blend
+
+
+class Searcher:
+    """Embeds the query, takes candidates from Neo4j or, when Neo4j is down, from the backup,
+    and fuses, ranks and shapes them: the response's ``source`` and ``degraded`` say which
+    store answered."""
+
+    def __init__(
+        self,
+        store: SearchStore,
+        embedder: Embedder,
+        settings: Settings,
+        backup: BackupCandidates | None = None,
+        reranker: Reranker | None = None,
+        judge: Judge | None = None,
+    ) -> None:
+        s = settings
+        self._store = store
+        self._embedder = embedder
+        self._settings = s
+        self._vector: CandidateSource = Neo4jVector(
+            store, s.search_exact_scan_limit, s.search_vector_max_k, s.search_stats_ttl_s
+        )
+        self._fulltext: CandidateSource = Neo4jFulltext(store, s.search_fulltext_max_candidates)
+        self._backup: CandidateSource | None = None if backup is None else Qdrant(backup, s.search_timeout_s)
+        self._stats = TenantStats(store, s.search_stats_ttl_s)
+        self._queries = QueryEmbeddingCache(embedder, s.query_cache_size)
+        self._model_checked_until = 0.0
+        self._reranker = reranker if reranker is not None else _reranker(s)
+        self._judge = judge if judge is not None else _judge(s)
+
+    def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
+        """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
+        what is left of it, else the search timeout."""
+        s = self._settings
+        top_k = min(request.top_k or s.search_default_top_k, s.search_max_top_k)
+        threshold = s.search_default_threshold if request.threshold is None else request.threshold
+
+        started = time.perf_counter()
+        vector = self._queries.embed(request.query).tolist()
+        embedded = time.perf_counter()
+
+        query = Query(
+            text=request.query,
+            vector=vector,
+            user_id=request.user_id,
+            filters=request.filters,
+            top_k=top_k,
+            pool=top_k * s.search_oversample,
+            terms=query_terms(request.query),
+            deadline=deadline,
+        )
+        method = request.method
+        source: Literal["neo4j", "qdrant"] = "neo4j"
+        degraded = None
+        try:
+            candidates = self.candidates(query, method)
+        except ServiceUnavailable as exc:
+            if exc.service != "neo4j" or self._backup is None:
+                raise
+            source, degraded = "qdrant", f"neo4j unavailable: {exc.detail}"
+            candidates = self._backup_candidates(query, exc)
+            method = "vector"  # no keyword scores without Neo4j
+        policy = RankingPolicy.from_settings(s, threshold)
+        ranked = rank(fuse(method, candidates, s), policy, max(top_k, self._head(method)), utc_now())
+        follow_ups: list[str] = []
+        if method == "engram" and source == "neo4j":
+            ranked, follow_ups = self._second_round(query, ranked, policy)
+            ranked = self._reranked(request.query, ranked)
+        found = self._shape(request, ranked[:top_k], method, source)
+        finished = time.perf_counter()
+
+        text, tokens = context(found) if request.token_budget is not None else (None, None)
+        return SearchResponse(
+            query=request.query,
+            results=found,
+            count=len(found),
+            embedding_time_ms=round((embedded - started) * 1000, 2),
+            search_time_ms=round((finished - embedded) * 1000, 2),
+            source=source,
+            degraded=degraded,
+            method=method,
+            rounds=2 if follow_ups else 1,
+            follow_up_queries=follow_ups,
+            context=text,
+            context_tokens=tokens,
+        )
+
+    def candidates(self, query: Query, method: SearchMethod) -> list[Candidate]:
+        """Every source the method reads, merged, each candidate with its keyword score and its
+        places by similarity and by keyword score."""
+        self._check_model()
+        lists = []
+        if method != "bm25":
+            lists.append(self._vector.candidates(query))
+        if method != "vector":
+            lists.append(self._fulltext.candidates(query))
+        merged = fusion.merge(lists)
+        if method != "vector" and query.terms:
+            merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
+        merged = fusion.with_ranks(merged)
+        if method == "engram" and self._settings.search_feedback_weight > 0 and merged:
+            merged = self._feedback(query, merged)
+        return merged
+
+    def _feedback(self, query: Query, first: list[Candidate]) -> list[Candidate]:
+        """Pseudo-relevance feedback (Rocchio): the query vector is moved toward the vectors of
+        the first round's best fused memories and the vector source is asked again; every
+        candidate of both rounds then carries its cosine with the moved vector, which fusion
+        reads, beside its true similarity to the query, which thresholds and explanations read."""
+        s = self._settings
+        fused = sorted(fuse("engram", first, s), key=lambda f: (-f.fused, f.candidate.hit.id))
+        best = [f.candidate.hit.id for f in fused[: s.search_feedback_docs]]
+        moved = fusion.feedback_vector(
+            query.vector, self._store.embeddings(query.user_id, best), s.search_feedback_weight
+        )
+        second = self._vector.candidates(replace(query, vector=moved))
+        merged = fusion.merge([first, second])
+        scores = self._store.two_scores(query.user_id, [c.hit.id for c in merged], query.vector, moved)
+        rescored = [
+            replace(c, similarity=2.0 * scores[c.hit.id][0] - 1.0, feedback=2.0 * scores[c.hit.id][1] - 1.0)
+            for c in merged
+            if c.hit.id in scores
+        ]
+        if query.terms:
+            rescored = fusion.with_keywords(rescored, query.terms, self.term_stats(query))
+        return fusion.with_ranks(rescored)
+
+    def _head(self, method: SearchMethod) -> int:
+        """Results ranked before the reranker cuts to top_k."""
+        return self._settings.search_rerank_top_n if method == "engram" and self._reranker else 0
+
+    def _reranked(self, text: str, ranked: list[Ranked]) -> list[Ranked]:
+        if self._reranker is None:
+            return ranked
+        try:
+            return reranked(text, ranked, self._reranker, self._settings.search_rerank_top_n)
+        except ServiceUnavailable as exc:
+            log.warning("reranker unavailable, fused order kept: %s", exc.detail)
+            return ranked
+
+    def _second_round(
+        self, query: Query, ranked: list[Ranked], policy: RankingPolicy
+    ) -> tuple[list[Ranked], list[str]]:
+        """Seed 002: the judge reads the first results; if they do not suffice, each follow-up
+        query is searched like the first and the rounds are merged by reciprocal rank fusion."""
+        if self._judge is None or not ranked:
+            return ranked, []
+        try:
+            verdict = self._judge.judge(query.text, [r.hit.content for r in ranked[: query.top_k]])
+        except ServiceUnavailable as exc:
+            log.warning("agentic round skipped: %s", exc.detail)
+            return ranked, []
+        if verdict.sufficient:
+            return ranked, []
+        rounds = [ranked]
+        for text in verdict.queries:
+            follow = replace(
+                query, text=text, vector=self._queries.embed(text).tolist(), terms=query_terms(text)
+            )
+            fused = fuse("engram", self.candidates(follow, "engram"), self._settings)
+            rounds.append(rank(fused, policy, len(ranked), utc_now()))
+        return fuse_rounds(rounds, self._settings.search_rrf_k)[: len(ranked)], verdict.queries
+
+    def term_stats(self, query: Query) -> TermStats:
+        return self._stats.stats(query.user_id, query.terms)
+
+    def _shape(
+        self, request: SearchRequest, ranked: list[Ranked], method: SearchMethod, source: str
+    ) -> list[SearchResult]:
+        neighbours: dict[str, Neighbours] = {}
+        if request.neighbours and ranked and source == "neo4j":
+            found = self._store.neighbours(request.user_id, [r.hit.id for r in ranked], request.neighbours)
+            neighbours = {key: Neighbours(tuple(b), tuple(a)) for key, (b, a) in found.items()}
+        shaped = results(ranked, method, neighbours)
+        if request.token_budget is not None:
+            shaped = within_budget(shaped, request.token_budget)
+        return shaped
+
+    def _check_model(self) -> None:
+        """Vectors of two models are never compared: the store's model is read again at most
+        every ``model_check_interval_s`` (a migration's switch waits longer than that before it
+        changes a vector), and a refusal is never cached."""
+        now = time.monotonic()
+        if now < self._model_checked_until:
+            return
+        self._store.check_search_model(self._embedder.model_name, self._embedder.dimension)
+        self._model_checked_until = now + self._settings.model_check_interval_s
+
+    def _backup_candidates(self, query: Query, neo4j_error: ServiceUnavailable) -> list[Candidate]:
+        assert self._backup is not None
+        try:
+            return fusion.with_ranks(self._backup.candidates(query))
+        except ServiceUnavailable as exc:
+            raise ServiceUnavailable(
+                f"neo4j,{exc.service}",
+                f"neo4j: {neo4j_error.detail}; and the {exc.service} fallback: {exc.detail}",
+                neo4j_error.hint,
+            ) from exc
+
+
+def _secret(value: object) -> str | None:
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if callable(getter) else None
+
+
+def _reranker(s: Settings) -> Reranker | None:
+    if s.search_reranker_url is None:
+        return None
+    return HttpReranker(
+        s.search_reranker_url,
+        s.search_reranker_api,
+        s.search_reranker_model,
+        _secret(s.search_reranker_api_key),
+        timeout_s=s.search_timeout_s / 4,
+    )
+
+
+def _judge(s: Settings) -> Judge | None:
+    if s.search_agent_url is None:
+        return None
+    return ChatJudge(
+        s.search_agent_url,
+        s.search_agent_model,
+        s.search_agent_api,
+        _secret(s.search_agent_api_key),
+        s.search_agent_max_queries,
+        timeout_s=s.search_timeout_s / 2,
+    )

@@ -1,0 +1,114 @@
+"""Cypher of searches, as constants with parameters.
+
+Filters are fixed clauses over parameters; an absent one is switched off by a null. The tenant
+is a clause of every query, and of the fulltext index's own query: Lucene's limit counts only the
+tenant's matches, so another tenant's data never crowds them out.
+"""
+
+from __future__ import annotations
+
+from shared.stores.neo4j_queries import MEMORY_FILTER, VECTOR_INDEX
+
+# The content and the tenant in one fulltext index: a query names both fields.
+FULLTEXT_INDEX = "memory_content_tenant"
+OLD_FULLTEXT_INDEX = "memory_content"
+FULLTEXT_SCHEMA = (
+    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content, m.user_id]",
+    f"DROP INDEX {OLD_FULLTEXT_INDEX} IF EXISTS",
+)
+
+FIELDS = """
+m {.id, .content, .content_hash, .memory_type, .importance, .document_id, .chunk_index, .token_count,
+   .title, .session_id, .project_id, .tags, .created_at}
+"""
+
+# How many of the tenant's memories pass the filters, counted up to $limit.
+COUNT_FILTERED = f"""
+MATCH (m:Memory) WHERE {MEMORY_FILTER}
+WITH m LIMIT $limit
+RETURN count(m) AS n
+"""
+
+# The index's k nearest of every tenant, those passing the filters kept: `found` says whether
+# the index ran out (found < k). The index scores cosine as (1 + cos) / 2.
+VECTOR_CANDIDATES = f"""
+CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $vector) YIELD node AS m, score
+WITH count(*) AS found,
+     collect(CASE WHEN {MEMORY_FILTER} THEN {{memory: {FIELDS}, score: score}} END) AS kept
+RETURN found, kept
+"""
+
+# The filtered set scanned exactly: complete, and (the caller makes sure) small.
+EXACT_CANDIDATES = f"""
+MATCH (m:Memory)
+WHERE {MEMORY_FILTER} AND m.embedding IS NOT NULL
+WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
+ORDER BY score DESC, m.id
+LIMIT $k
+RETURN collect({{memory: {FIELDS}, score: score}}) AS kept
+"""
+
+# The tenant's fulltext matches (the tenant is in $text), filtered, with their cosine.
+FULLTEXT_CANDIDATES = f"""
+CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', $text, {{limit: $k}}) YIELD node AS m
+WITH count(*) AS found,
+     collect(CASE WHEN {MEMORY_FILTER} AND m.embedding IS NOT NULL
+             THEN {{memory: {FIELDS}, score: vector.similarity.cosine(m.embedding, $vector)}} END) AS kept
+RETURN found, kept
+"""
+
+# How many of the tenant's memories hold each word (counted up to $cap).
+TERM_FREQUENCIES = f"""
+UNWIND $queries AS q
+CALL (q) {{
+    CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', q.lucene, {{limit: $cap}}) YIELD node
+    WHERE node.user_id = $user_id
+    RETURN count(node) AS df
+}}
+RETURN q.term AS term, df
+"""
+
+TENANT_STATS = """
+MATCH (m:Memory) WHERE m.user_id = $user_id
+RETURN count(m) AS documents, avg(m.token_count) AS average_length
+"""
+
+# Up to $n chunks before and after each memory, along NEXT (at most 5: a bound is no parameter).
+NEIGHBOURS = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id
+CALL (m) {
+    OPTIONAL MATCH p = (b:Memory)-[:NEXT*1..5]->(m) WHERE length(p) <= $n
+    WITH b, length(p) AS d ORDER BY d DESC
+    RETURN collect(b.content) AS before
+}
+CALL (m) {
+    OPTIONAL MATCH p = (m)-[:NEXT*1..5]->(a:Memory) WHERE length(p) <= $n
+    WITH a, length(p) AS d ORDER BY d
+    RETURN collect(a.content) AS after
+}
+RETURN id, before, after
+"""
+
+# How many of these documents the store holds (engram eval --reuse).
+STORED_DOCUMENTS = """
+UNWIND $keys AS key
+MATCH (d:Document {id: key})
+RETURN count(d) AS n
+"""
+
+# The vectors of a few of the tenant's memories (pseudo-relevance feedback).
+EMBEDDINGS = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
+RETURN m.embedding AS embedding
+"""
+
+# Cosine (as (1 + cos) / 2) of the tenant's memories with two vectors: the query's, and the one
+# feedback moved it to.
+TWO_SCORES = """
+UNWIND $ids AS id
+MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
+RETURN id, vector.similarity.cosine(m.embedding, $original) AS original,
+       vector.similarity.cosine(m.embedding, $moved) AS moved
+"""

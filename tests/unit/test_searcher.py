@@ -1,0 +1,183 @@
+"""The Searcher over an in-memory store: filters that never starve on either side, one tenant's
+data never moving another's scores, neighbours, budgets and the baseline methods."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shared.models import SearchRequest, SearchResponse
+from shared.search import Searcher
+from shared.settings import Settings
+from tests.unit.fakes import FakeEmbedder
+from tests.unit.search_fakes import FakeSearchStore, Stored
+
+RNG = np.random.default_rng(7)
+
+
+def settings(**values: Any) -> Settings:
+    return Settings(_env_file=None, **values)
+
+
+def stored(memory_id: str, user: str, content: str, **values: Any) -> Stored:
+    return Stored(memory_id, user, content, RNG.normal(size=3), **values)
+
+
+def search(store: FakeSearchStore, s: Settings | None = None, **body: Any) -> SearchResponse:
+    request = SearchRequest.model_validate({"query": "otter river", "user_id": "small", **body})
+    return Searcher(store, FakeEmbedder(), s or settings()).search(request)
+
+
+def scores(response: SearchResponse) -> list[tuple[str, float, float | None]]:
+    assert all(r.explanation is not None for r in response.results)
+    return [(r.id, r.score, r.explanation.keyword if r.explanation else None) for r in response.results]
+
+
+def small_tenant() -> list[Stored]:
+    texts = ["an otter by the river", "river stones", "otter pups play", "a quiet lake", "the river otter"]
+    return [stored(f"s{i}", "small", text, session_id=f"s{i % 2}") for i, text in enumerate(texts)]
+
+
+def big_tenant(n: int, text: str = "otter river otter river") -> list[Stored]:
+    return [stored(f"b{i}", "big", f"{text} {i}") for i in range(n)]
+
+
+def test_a_tenant_of_one_percent_gets_top_k_from_both_sides() -> None:
+    # Given a store where another tenant holds 99% of the memories, all matching the query
+    store = FakeSearchStore([*small_tenant(), *big_tenant(495)])
+
+    # When the small tenant searches
+    answer = search(store, top_k=5)
+
+    # Then it gets all five of its memories, and its keyword matches carry keyword scores
+    assert sorted(r.id for r in answer.results) == ["s0", "s1", "s2", "s3", "s4"]
+    keyword = {r.id: r.explanation.keyword for r in answer.results if r.explanation}
+    assert all(keyword[m] for m in ["s0", "s1", "s2", "s4"]) and keyword["s3"] == 0.0
+
+
+def test_another_tenants_data_changes_nothing_in_a_tenants_scores() -> None:
+    store = FakeSearchStore(small_tenant())
+    for method in ("engram", "bm25", "vector", "rrf", "weighted_rrf"):
+        before = scores(search(store, settings(search_stats_ttl_s=0), method=method))
+
+        store.add(*big_tenant(300, text=f"otter river {method}"))
+        after = scores(search(store, settings(search_stats_ttl_s=0), method=method))
+
+        assert after == before, method
+
+
+def test_a_small_filtered_set_is_scanned_exactly_and_never_through_the_index() -> None:
+    store = FakeSearchStore([*small_tenant(), *big_tenant(100)])
+
+    search(store, settings(search_exact_scan_limit=10), method="vector", top_k=2)
+
+    assert [kind for kind, _ in store.asked] == ["count", "exact"]
+
+
+def test_a_large_filtered_set_oversamples_the_index_until_the_pool_is_met() -> None:
+    # Given a tenant of 200 in a store of 2,200: too many to scan, sparse in the index
+    store = FakeSearchStore([*big_tenant(2000), *[stored(f"m{i}", "mid", f"memory {i}") for i in range(200)]])
+
+    answer = search(store, settings(search_exact_scan_limit=50), method="vector", user_id="mid", top_k=10)
+
+    # Then the index is asked for 4x more each time until 40 candidates pass the filter
+    vector_calls = [k for kind, k in store.asked if kind == "vector"]
+    assert vector_calls[0] == 40 and all(b == 4 * a for a, b in itertools.pairwise(vector_calls))
+    assert answer.count == 10 and all(r.id.startswith("m") for r in answer.results)
+    assert "exact" not in [kind for kind, _ in store.asked]
+
+
+def test_the_fulltext_limit_grows_when_filters_leave_it_short() -> None:
+    # Given 300 matching memories of one tenant, only 3 of them in session "rare"
+    memories = [
+        stored(f"t{i}", "t", f"otter river {i}", session_id="rare" if i % 100 == 0 else "common")
+        for i in range(300)
+    ]
+    store = FakeSearchStore(memories)
+
+    answer = search(
+        store,
+        settings(search_exact_scan_limit=0),
+        method="bm25",
+        user_id="t",
+        top_k=3,
+        filters={"session_id": "rare"},
+    )
+
+    assert sorted(r.id for r in answer.results) == ["t0", "t100", "t200"]
+    assert [k for kind, k in store.asked if kind == "fulltext"] == [12, 48, 192, 768]
+
+
+def test_methods_read_only_the_sources_they_need() -> None:
+    store = FakeSearchStore(small_tenant())
+
+    search(store, method="bm25")
+    assert "vector" not in {kind for kind, _ in store.asked} and "exact" not in {k for k, _ in store.asked}
+    store.asked.clear()
+    search(store, method="vector")
+    assert "fulltext" not in {kind for kind, _ in store.asked}
+
+
+def test_bm25_returns_only_memories_holding_a_query_word_best_first() -> None:
+    answer = search(FakeSearchStore(small_tenant()), method="bm25")
+
+    assert "s3" not in [r.id for r in answer.results]
+    assert [r.score for r in answer.results] == sorted((r.score for r in answer.results), reverse=True)
+
+
+def test_neighbours_come_along_next_in_document_order() -> None:
+    chunks = ["alpha part", "otter part", "omega part"]
+    store = FakeSearchStore(
+        [stored(f"c{i}", "small", text, document_id="d", chunk_index=i) for i, text in enumerate(chunks)]
+    )
+
+    answer = search(store, method="bm25", query="otter", neighbours=1)
+
+    (found,) = answer.results
+    assert (found.before, found.content, found.after) == (["alpha part"], "otter part", ["omega part"])
+
+
+def test_a_token_budget_cuts_the_results_and_gives_the_context_text() -> None:
+    answer = search(FakeSearchStore(small_tenant()), top_k=5, token_budget=9)
+
+    assert answer.context is not None and answer.context.startswith("[1] ")
+    assert answer.context_tokens is not None and answer.context_tokens <= 9
+    assert 1 <= answer.count < 5
+
+
+@pytest.mark.parametrize("preset", ["additive", "seed004"])
+def test_either_ranking_preset_explains_its_nudges(preset: str) -> None:
+    answer = search(
+        FakeSearchStore(small_tenant()), settings(search_ranking_preset=preset, search_importance_weight=0.1)
+    )
+
+    explanation = answer.results[0].explanation
+    assert explanation is not None and "importance" in explanation.nudges
+
+
+def test_engram_feeds_the_first_rounds_best_back_and_blend_does_not() -> None:
+    store = FakeSearchStore(small_tenant())
+
+    engram = search(store, top_k=3)
+    blend = search(store, top_k=3, method="blend")
+
+    assert all(r.explanation and r.explanation.feedback_similarity is not None for r in engram.results)
+    assert all(r.explanation and r.explanation.feedback_similarity is None for r in blend.results)
+    # the similarity shown is still the true cosine with the query
+    by_id = {r.id: r.similarity_score for r in blend.results}
+    assert all(by_id[r.id] == r.similarity_score for r in engram.results if r.id in by_id)
+
+
+def test_status_is_a_filter_on_both_sides() -> None:
+    memories = small_tenant()
+    memories[0].status = "archived"
+    store = FakeSearchStore(memories)
+
+    for method in ("vector", "bm25", "engram"):
+        archived = search(store, method=method, top_k=5, filters={"statuses": ["archived"]})
+        active = search(store, method=method, top_k=5, filters={"statuses": ["active"]})
+        assert [r.id for r in archived.results] == ["s0"], method
+        assert "s0" not in [r.id for r in active.results], method
