@@ -82,10 +82,6 @@ class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
 
-class ModelAnswerRejected(PermanentError):
-    """A reranker or chat model refused the request (a 4xx) or answered in a shape we cannot read."""
-
-
 class VectorStoreRejected(PermanentError):
     """Qdrant refused a request (a 4xx other than 408 or 429, a point it cannot take)."""
 
@@ -110,7 +106,6 @@ __all__ = [
     "Forbidden",
     "GraphStoreRejected",
     "InvalidInput",
-    "ModelAnswerRejected",
     "ModelMigration",
     "Overloaded",
     "PermanentError",

@@ -209,24 +209,6 @@ class Settings(BaseSettings):
         2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."
     )
 
-    # Optional search stages over HTTP, off by default (no cross-encoder or chat model ships here).
-    rerank_backend: Literal["none", "tei", "cohere"] = Field(
-        "none", description="none, tei (TEI /rerank) or cohere (any /v1/rerank: Cohere, Jina, vLLM)."
-    )
-    rerank_url: str | None = Field(None, description="Base URL of the reranker.")
-    rerank_model: str = Field("", description="Model name sent to a /v1/rerank server.")
-    rerank_api_key: SecretStr | None = Field(None, description="Bearer key of the reranker.")
-    rerank_timeout_s: float = Field(2.0, gt=0, description="A rerank call's timeout; past it, no rerank.")
-    rerank_candidates: int = Field(30, ge=1, le=1000, description="Best fused candidates reranked.")
-    agentic_backend: Literal["none", "openai", "ollama"] = Field(
-        "none", description="Chat model judging first results: none, openai (compatible) or ollama."
-    )
-    agentic_url: str | None = Field(None, description="Base URL of the chat model.")
-    agentic_model: str = Field("", description="Chat model name.")
-    agentic_api_key: SecretStr | None = Field(None, description="Bearer key of the chat model.")
-    agentic_timeout_s: float = Field(5.0, gt=0, description="A judge call's timeout; past it, one round.")
-    agentic_max_queries: int = Field(3, ge=1, le=8, description="Follow-up queries of a second round.")
-
     # Model migration (engram reembed).
     reembed_page_size: int = Field(
         128, ge=1, le=4096, description="Memories re-embedded per task of a model migration."
@@ -317,12 +299,6 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 f"ENGRAM_EMBEDDING_BACKEND={self.embedding_backend} needs ENGRAM_EMBEDDING_URL"
             )
-        for backend, url, name in (
-            (self.rerank_backend, self.rerank_url, "RERANK"),
-            (self.agentic_backend, self.agentic_url, "AGENTIC"),
-        ):
-            if backend != "none" and not url:
-                raise ConfigurationError(f"ENGRAM_{name}_BACKEND={backend} needs ENGRAM_{name}_URL")
         if self.auth_mode == "local" and not is_loopback(self.api_host):
             raise ConfigurationError(
                 f"ENGRAM_AUTH_MODE=local serves without API keys, so only on loopback: "
