@@ -1,9 +1,12 @@
 """Sentence-aware chunking sized by the embedding model's own tokenizer.
 
 Chunks are counted with the very tokenizer the model reads, so no chunk is ever truncated by the
-model. Two traps are closed here: a tokenizer.json may carry its own truncation (MiniLM's cuts at
-128), which would make every chunk *look* short; and chonkie keeps one over-long sentence whole,
-so such a chunk is cut again on token boundaries.
+model. Three traps are closed here: a tokenizer.json may carry its own truncation (MiniLM's cuts at
+128), which would make every chunk *look* short; chonkie keeps one over-long sentence whole, so
+such a chunk is cut again on token boundaries; and few tokens can hold any number of characters
+(a "word" over 100 characters is one [UNK], white space, combining marks and zero-width characters
+are no token at all), so a chunk is also bounded in characters: ``MAX_CHARS_PER_TOKEN`` per token
+of the chunk size.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ from chonkie import SentenceChunker
 from tokenizers import Tokenizer
 
 from shared.errors import ConfigurationError
+
+# Prose runs at 4-7 characters a token (MS MARCO passages and ops/sample: 4.6 on average, 6.7 at
+# most), code at about 4: a chunk of 240 tokens is at most 3,840 characters, more than twice what
+# real text needs, so only text the model cannot see is cut by it (1 MB of "x" is one [UNK]).
+MAX_CHARS_PER_TOKEN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +40,8 @@ def counting_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
 
 
 class Chunker:
-    """Splits text into chunks of at most ``chunk_size`` tokens (special tokens not counted)."""
+    """Splits text into chunks of at most ``chunk_size`` tokens (special tokens not counted) and
+    ``max_chars`` characters."""
 
     def __init__(self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int) -> None:
         if chunk_overlap >= chunk_size:
@@ -40,6 +49,7 @@ class Chunker:
         self._tokenizer = counting_tokenizer(tokenizer)
         self._chunk_size = chunk_size
         self._overlap = chunk_overlap
+        self.max_chars = chunk_size * MAX_CHARS_PER_TOKEN
         self._sentences = SentenceChunker(
             tokenizer=cast(Any, self._tokenizer), chunk_size=chunk_size, chunk_overlap=chunk_overlap
         )
@@ -51,16 +61,44 @@ class Chunker:
         chunks: list[TextChunk] = []
         for piece in self._sentences.chunk(text):
             content = piece.text.strip()
-            if not content:
-                continue
-            count = self.count_tokens(content)
-            if count == 0:
-                continue  # nothing the model can see (zero-width or control characters only)
-            if count <= self._chunk_size:
-                chunks.append(TextChunk(content, count))
-            else:
-                chunks.extend(self._split_by_tokens(content))
+            if content:
+                chunks.extend(self._fit(content))
         return chunks
+
+    def _fit(self, content: str) -> list[TextChunk]:
+        """``content`` as chunks within both bounds: cut on tokens, then any window still over
+        ``max_chars`` cut on characters (and on tokens again if a cut word now counts more)."""
+        count = self.count_tokens(content)
+        if count == 0:
+            return []  # nothing the model can see (zero-width or control characters only)
+        windows = [TextChunk(content, count)] if count <= self._chunk_size else self._split_by_tokens(content)
+        fitted: list[TextChunk] = []
+        for window in windows:
+            if len(window.text) <= self.max_chars:
+                fitted.append(window)
+                continue
+            for part in self._split_by_chars(window.text):
+                count = self.count_tokens(part)
+                if 0 < count <= self._chunk_size:
+                    fitted.append(TextChunk(part, count))
+                elif count:
+                    fitted.extend(self._split_by_tokens(part))  # pieces of a part: within max_chars
+        return fitted
+
+    def _split_by_chars(self, text: str) -> list[str]:
+        """Stripped pieces of at most ``max_chars`` characters, cut at the last white space of a
+        window when there is one in its second half, else mid-"word"; empty pieces dropped."""
+        pieces: list[str] = []
+        start, end_of_text = 0, len(text)
+        while start < end_of_text:
+            end = min(start + self.max_chars, end_of_text)
+            if end < end_of_text:
+                end = _after_last_space(text, start + self.max_chars // 2, end)
+            content = text[start:end].strip()
+            if content:
+                pieces.append(content)
+            start = end
+        return pieces
 
     def _split_by_tokens(self, text: str) -> list[TextChunk]:
         """Windows of ``chunk_size`` tokens with the configured overlap, cut at token offsets."""
@@ -82,3 +120,11 @@ class Chunker:
                 break
             start = max(end - self._overlap, start + 1)
         return windows
+
+
+def _after_last_space(text: str, low: int, high: int) -> int:
+    """The index after the last white space in ``text[low:high]``, else ``high``."""
+    for index in range(high - 1, low - 1, -1):
+        if text[index].isspace():
+            return index + 1
+    return high
