@@ -77,19 +77,25 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
+def loads_strict(text: str, what: str = "the body") -> Any:
+    """``text`` parsed as JSON, or ``StrictJsonError`` naming what makes it unacceptable."""
+    try:
+        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except StrictJsonError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise StrictJsonError(f"{what} is not JSON: {exc}") from exc
+    _check_strings(parsed)
+    return parsed
+
+
 def check_json(body: bytes) -> None:
     """Raises ``StrictJsonError`` naming what makes ``body`` unacceptable JSON."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StrictJsonError(f"the body is not UTF-8 (byte {exc.start})") from exc
-    try:
-        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
-    except StrictJsonError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise StrictJsonError(f"the body is not JSON: {exc}") from exc
-    _check_strings(parsed)
+    loads_strict(text)
 
 
 class BodyGuard:
