@@ -58,68 +58,86 @@ class Chunker:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def chunk(self, text: str) -> list[TextChunk]:
-        chunks: list[TextChunk] = []
+        placed: list[_Placed] = []
         for piece in self._sentences.chunk(text):
-            content = piece.text.strip()
+            content, at = _stripped(piece.text)
             if content:
-                chunks.extend(self._fit(content))
-        return chunks
+                placed.extend(
+                    (piece.start_index + at + offset, chunk) for offset, chunk in self._fit(content)
+                )
+        # chonkie's overlap starts a piece inside the one before: when that one is cut on characters,
+        # a part of it may start after the next piece does. Chunks come in the order they start.
+        placed.sort(key=lambda item: item[0])
+        return [chunk for _, chunk in placed]
 
-    def _fit(self, content: str) -> list[TextChunk]:
+    def _fit(self, content: str) -> list[_Placed]:
         """``content`` as chunks within both bounds: cut on tokens, then any window still over
         ``max_chars`` cut on characters (and on tokens again if a cut word now counts more)."""
         count = self.count_tokens(content)
         if count == 0:
             return []  # nothing the model can see (zero-width or control characters only)
-        windows = [TextChunk(content, count)] if count <= self._chunk_size else self._split_by_tokens(content)
-        fitted: list[TextChunk] = []
-        for window in windows:
+        if count <= self._chunk_size:
+            windows: list[_Placed] = [(0, TextChunk(content, count))]
+        else:
+            windows = self._split_by_tokens(content)
+        fitted: list[_Placed] = []
+        for at, window in windows:
             if len(window.text) <= self.max_chars:
-                fitted.append(window)
+                fitted.append((at, window))
                 continue
-            for part in self._split_by_chars(window.text):
+            for part_at, part in self._split_by_chars(window.text):
                 count = self.count_tokens(part)
                 if 0 < count <= self._chunk_size:
-                    fitted.append(TextChunk(part, count))
-                elif count:
-                    fitted.extend(self._split_by_tokens(part))  # pieces of a part: within max_chars
+                    fitted.append((at + part_at, TextChunk(part, count)))
+                elif count:  # pieces of a part: within max_chars
+                    fitted.extend((at + part_at + sub_at, sub) for sub_at, sub in self._split_by_tokens(part))
         return fitted
 
-    def _split_by_chars(self, text: str) -> list[str]:
+    def _split_by_chars(self, text: str) -> list[tuple[int, str]]:
         """Stripped pieces of at most ``max_chars`` characters, cut at the last white space of a
         window when there is one in its second half, else mid-"word"; empty pieces dropped."""
-        pieces: list[str] = []
+        pieces: list[tuple[int, str]] = []
         start, end_of_text = 0, len(text)
         while start < end_of_text:
             end = min(start + self.max_chars, end_of_text)
             if end < end_of_text:
                 end = _after_last_space(text, start + self.max_chars // 2, end)
-            content = text[start:end].strip()
+            content, at = _stripped(text[start:end])
             if content:
-                pieces.append(content)
+                pieces.append((start + at, content))
             start = end
         return pieces
 
-    def _split_by_tokens(self, text: str) -> list[TextChunk]:
+    def _split_by_tokens(self, text: str) -> list[_Placed]:
         """Windows of ``chunk_size`` tokens with the configured overlap, cut at token offsets."""
         offsets = self._tokenizer.encode(text, add_special_tokens=False).offsets
-        windows: list[TextChunk] = []
+        windows: list[_Placed] = []
         start = 0
         while start < len(offsets):
             end = min(start + self._chunk_size, len(offsets))
-            content = text[offsets[start][0] : offsets[end - 1][1]].strip()
+            content, at = _stripped(text[offsets[start][0] : offsets[end - 1][1]])
             # Re-tokenising a cut can merge or split differently at the edges: shrink until it fits.
             count = self.count_tokens(content)
             while count > self._chunk_size and end - 1 > start:
                 end -= 1
-                content = text[offsets[start][0] : offsets[end - 1][1]].strip()
+                content, at = _stripped(text[offsets[start][0] : offsets[end - 1][1]])
                 count = self.count_tokens(content)
             if content and count:
-                windows.append(TextChunk(content, count))
+                windows.append((offsets[start][0] + at, TextChunk(content, count)))
             if end >= len(offsets):
                 break
             start = max(end - self._overlap, start + 1)
         return windows
+
+
+# A chunk and where it starts in the text being chunked.
+_Placed = tuple[int, TextChunk]
+
+
+def _stripped(text: str) -> tuple[str, int]:
+    """``text`` without white space at either end, and where that begins in ``text``."""
+    content = text.lstrip()
+    return content.rstrip(), len(text) - len(content)
 
 
 def _after_last_space(text: str, low: int, high: int) -> int:
