@@ -8,37 +8,50 @@ every document in the body is valid. ``POST /api/memory/semantic-search`` is ser
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from producers import health
+from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, Problem, ProblemItem, one_value_each, problem_body
-from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.auth import Authenticator, Caller
+from shared.errors import (
+    DocumentTooLarge,
+    Forbidden,
+    InvalidInput,
+    SearchTimeout,
+    ServiceUnavailable,
+    Unauthenticated,
+)
 from shared.models import (
+    TENANT_FROM_KEY,
     DeleteResult,
-    DocumentIn,
+    DocumentBody,
     DocumentStatus,
     Identifier,
     IngestAccepted,
     MemoryPage,
     MemoryRecord,
     Moment,
+    SearchBody,
     SearchFilters,
-    SearchRequest,
     SearchResponse,
+    TenantOverview,
 )
 from shared.settings import get_settings
 
@@ -48,12 +61,14 @@ log = logging.getLogger(__name__)
 DocumentIdPath = Annotated[Identifier, Path(description="The document's id within the tenant.")]
 # A memory's id is a UUID (shared/ids.py), so "/api/memories/delete" is never read as memory "delete".
 MemoryIdPath = Annotated[uuid.UUID, Path(description="The memory's id.")]
+# The tenant in a query string: optional, since the key decides it (an admin key must name it).
+TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
 
 
 class DocumentBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    documents: list[DocumentIn] = Field(min_length=1)
+    documents: list[DocumentBody] = Field(min_length=1)
 
 
 @lru_cache(maxsize=1)
@@ -61,11 +76,25 @@ def client() -> EngramClient:
     return EngramClient(get_settings())
 
 
+@lru_cache(maxsize=1)
+def authenticator() -> Authenticator:
+    s = get_settings()
+    return Authenticator(
+        client().key_store(),
+        cache_s=s.auth_cache_s,
+        stale_s=s.auth_stale_s,
+        tolerance_s=s.webhook_tolerance_s,
+        first_seen=client().first_seen,
+        clock=time.time,
+    )
+
+
 @asynccontextmanager
 async def lifespan(_: FastAPI) -> AsyncIterator[None]:
     yield
     # Closed and forgotten: an app started again in this process (a test client's second
     # lifespan, say) makes new ones rather than use closed drivers.
+    authenticator.cache_clear()  # it holds the client's key store
     if client.cache_info().currsize:
         client().close()
         client.cache_clear()
@@ -80,7 +109,9 @@ def _problem(description: str) -> dict[str, Any]:
 
 # Every error answer has one shape, ``Problem``; these are documented on every operation.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: _problem("The request cannot be read."),
+    400: _problem("The request cannot be read, or names a host this app does not serve."),
+    401: _problem("No API key, an unknown or revoked one, or a webhook signature that does not hold."),
+    403: _problem("The API key is not for the tenant named (a tenant key acts for its own only)."),
     404: _problem("No such document or memory for this tenant."),
     413: _problem("A body or a document over its size limit."),
     422: _problem("Invalid input: each field and what is wrong with it in `errors`."),
@@ -96,6 +127,23 @@ app = FastAPI(
     dependencies=[Depends(one_value_each)],
 )
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
+# Added last, so it runs first: an anonymous request is refused before its body is read.
+app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
+
+_bearer = HTTPBearer(auto_error=False, description="An API key: engram keys create")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key (n8n Header Auth)")
+
+
+def caller(
+    request: Request,
+    _bearer_key: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+    _header_key: Annotated[str | None, Security(_api_key)],
+) -> Caller:
+    """Who calls, as ``AuthGuard`` found it (the two parameters only document the schemes)."""
+    return caller_of(request.scope)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
 
 
 def problem(
@@ -145,6 +193,18 @@ async def invalid_input(_: Request, exc: InvalidInput) -> Response:
     return problem(413 if isinstance(exc, DocumentTooLarge) else 422, str(exc))
 
 
+@app.exception_handler(Unauthenticated)
+async def unauthenticated(_: Request, exc: Unauthenticated) -> Response:
+    response = problem(401, str(exc))
+    response.headers["www-authenticate"] = 'Bearer realm="engram"'
+    return response
+
+
+@app.exception_handler(Forbidden)
+async def forbidden(_: Request, exc: Forbidden) -> Response:
+    return problem(403, str(exc))
+
+
 @app.exception_handler(ServiceUnavailable)
 async def service_unavailable(_: Request, exc: ServiceUnavailable) -> Response:
     return problem(503, str(exc), service=exc.service)
@@ -181,22 +241,24 @@ def _body_kind(body: Any) -> str:
 
 
 IngestBody = Annotated[
-    Annotated[DocumentIn, Tag("document")]
+    Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[Annotated[list[DocumentIn], Field(min_length=1)], Tag("list")],
+    | Annotated[Annotated[list[DocumentBody], Field(min_length=1)], Tag("list")],
     Discriminator(_body_kind),
 ]
 
 
 @app.post("/api/documents", status_code=202, response_model=IngestAccepted)
-async def ingest(body: Annotated[IngestBody, Body()]) -> IngestAccepted:
-    """One document, a list of them, or ``{"documents": [...]}``."""
-    if isinstance(body, DocumentIn):
-        documents = [body]
+async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
+    """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
+    document is the key's tenant's: one naming another tenant refuses the whole request (403)."""
+    if isinstance(body, DocumentBody):
+        bodies = [body]
     elif isinstance(body, DocumentBatch):
-        documents = body.documents
+        bodies = body.documents
     else:
-        documents = body
+        bodies = body
+    documents = [document.for_tenant(who.tenant_for(document.user_id)) for document in bodies]
     limit = get_settings().max_batch_documents
     if len(documents) > limit:
         raise InvalidInput(
@@ -207,8 +269,9 @@ async def ingest(body: Annotated[IngestBody, Body()]) -> IngestAccepted:
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
 async def document_status(
-    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, who: CallerDep, user_id: TenantQuery = None
 ) -> DocumentStatus:
+    user_id = who.tenant_for(user_id)
     status = await run_in_threadpool(client().status, user_id, document_id)
     if status.state == "unknown":
         raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
@@ -221,20 +284,21 @@ async def document_status(
     response_model=IngestAccepted,
     responses={409: _problem("The body names another document (its id is not the path's).")},
 )
-async def update_document(document_id: DocumentIdPath, document: DocumentIn) -> IngestAccepted:
+async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: CallerDep) -> IngestAccepted:
     """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed.
     The path names the document; an ``id`` in the body, if any, must be the same."""
-    if document.id is not None and document.id != document_id:
-        raise HTTPException(409, f"the body's id {document.id!r} is not the path's {document_id!r}")
-    document = document.model_copy(update={"id": document_id})
+    if body.id is not None and body.id != document_id:
+        raise HTTPException(409, f"the body's id {body.id!r} is not the path's {document_id!r}")
+    document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
     return await run_in_threadpool(client().ingest, [document])
 
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
 async def delete_document(
-    document_id: DocumentIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
+    document_id: DocumentIdPath, who: CallerDep, user_id: TenantQuery = None
 ) -> DeleteResult:
     """Gone from search at once; ``qdrant_confirmed`` says whether the backup dropped it too."""
+    user_id = who.tenant_for(user_id)
     result = await run_in_threadpool(client().delete_document, user_id, document_id)
     if result.memories == 0:
         raise HTTPException(status_code=404, detail=f"no document {document_id!r} for user {user_id!r}")
@@ -243,7 +307,8 @@ async def delete_document(
 
 @app.get("/api/memories", response_model=MemoryPage)
 async def list_memories(
-    user_id: Annotated[Identifier, Query(description="The tenant.")],
+    who: CallerDep,
+    user_id: TenantQuery = None,
     project_id: Identifier | None = None,
     session_id: Identifier | None = None,
     document_id: Identifier | None = None,
@@ -255,6 +320,7 @@ async def list_memories(
     cursor: str | None = None,
 ) -> MemoryPage:
     """The tenant's memories matching the filters, a page at a time (``next_cursor``)."""
+    user_id = who.tenant_for(user_id)
     filters = SearchFilters(
         project_id=project_id,
         session_id=session_id,
@@ -268,9 +334,8 @@ async def list_memories(
 
 
 @app.get("/api/memories/{memory_id:uuid}", response_model=MemoryRecord)
-async def get_memory(
-    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
-) -> MemoryRecord:
+async def get_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> MemoryRecord:
+    user_id = who.tenant_for(user_id)
     memory = await run_in_threadpool(client().get_memory, user_id, str(memory_id))
     if memory is None:
         raise HTTPException(status_code=404, detail=f"no memory {str(memory_id)!r} for user {user_id!r}")
@@ -278,9 +343,8 @@ async def get_memory(
 
 
 @app.delete("/api/memories/{memory_id:uuid}", response_model=DeleteResult)
-async def delete_memory(
-    memory_id: MemoryIdPath, user_id: Annotated[Identifier, Query(description="The tenant.")]
-) -> DeleteResult:
+async def delete_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> DeleteResult:
+    user_id = who.tenant_for(user_id)
     result = await run_in_threadpool(client().delete_memory, user_id, str(memory_id))
     if result.memories == 0:
         raise HTTPException(status_code=404, detail=f"no memory {str(memory_id)!r} for user {user_id!r}")
@@ -302,16 +366,16 @@ def _names_a_filter_or_everything(schema: dict[str, Any]) -> None:
 class DeleteWhere(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_names_a_filter_or_everything)
 
-    user_id: Identifier
+    user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
     filters: SearchFilters = Field(default_factory=SearchFilters)
     everything: StrictBool = Field(False, description="Required to delete all of the tenant's memories.")
 
 
 @app.post("/api/memories/delete", response_model=DeleteResult)
-async def delete_where(request: DeleteWhere) -> DeleteResult:
+async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
     """Deletes the tenant's memories matching the filters (only that tenant's)."""
     return await run_in_threadpool(
-        client().delete_where, request.user_id, request.filters, request.everything
+        client().delete_where, who.tenant_for(request.user_id), request.filters, request.everything
     )
 
 
@@ -320,10 +384,14 @@ async def delete_where(request: DeleteWhere) -> DeleteResult:
     response_model=SearchResponse,
     responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S.")},
 )
-async def semantic_search(request: SearchRequest) -> SearchResponse:
-    return await run_in_threadpool(client().search, request)
+async def semantic_search(request: SearchBody, who: CallerDep) -> SearchResponse:
+    return await run_in_threadpool(client().search, request.for_tenant(who.tenant_for(request.user_id)))
 
 
-@app.get("/api/status")
-async def overview() -> dict[str, Any]:
+@app.get("/api/status", response_model=TenantOverview | dict[str, Any])
+async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOverview | dict[str, Any]:
+    """A tenant key sees its own tenant's counts; an admin key one tenant's (``user_id``) or the
+    whole store's: queues, sync health, the reconciler's last pass."""
+    if who.tenant is not None or user_id is not None:
+        return await run_in_threadpool(client().tenant_overview, who.tenant_for(user_id))
     return await run_in_threadpool(client().overview)

@@ -14,14 +14,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from producers.client import EngramClient
 from producers.files import read_documents
+from shared.auth import KeyInfo
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
-from shared.models import DeleteResult, SearchFilters, SearchRequest
+from shared.models import DeleteResult, Identifier, SearchFilters, SearchRequest, utc_now
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.refs import DocRef
-from shared.settings import get_settings
+from shared.settings import get_settings, is_loopback
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,6 +119,25 @@ def _parser() -> argparse.ArgumentParser:
     reembed.add_argument("--page", type=int, help="memories per task")
     reembed.add_argument("--timeout", type=float, default=24 * 3600.0, help="seconds to wait for it")
     reembed.set_defaults(run=_reembed)
+
+    keys = commands.add_parser("keys", help="API keys of the HTTP app: create, list, revoke")
+    key_commands = keys.add_subparsers(required=True, metavar="ACTION")
+    create = key_commands.add_parser("create", help="make a key; it is shown once")
+    who = create.add_mutually_exclusive_group(required=True)
+    who.add_argument("--tenant", help="the one tenant (user_id) the key acts for")
+    who.add_argument("--admin", action="store_true", help="a key for every tenant and the store's status")
+    create.add_argument("--name", default="", help="what it is for, e.g. n8n")
+    create.add_argument(
+        "--signing", action="store_true", help="also a signing secret, for HMAC-signed webhooks"
+    )
+    create.add_argument("--json", action="store_true")
+    create.set_defaults(run=_keys_create)
+    listing_keys = key_commands.add_parser("list", help="every key, revoked ones too (no secrets)")
+    listing_keys.add_argument("--json", action="store_true")
+    listing_keys.set_defaults(run=_keys_list)
+    revoke = key_commands.add_parser("revoke", help="a key stops working (within ENGRAM_AUTH_CACHE_S)")
+    revoke.add_argument("key_id", help="the id that keys list shows (or the whole key)")
+    revoke.set_defaults(run=_keys_revoke)
 
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
@@ -355,13 +377,61 @@ def _progress_json(progress: ReembedProgress) -> dict[str, Any]:
     }
 
 
+def _keys_create(args: argparse.Namespace) -> int:
+    tenant = None if args.admin else _identifier(args.tenant)
+    made = EngramClient().create_key(args.name, tenant, signing=args.signing)
+    if args.json:
+        print(made.model_dump_json(indent=2))
+        return 0
+    scope = f"tenant {tenant!r}" if tenant else "admin (every tenant)"
+    print(f"key {made.info.id} for {scope}; shown once, keep it secret:")
+    print(made.key)
+    if made.signing_secret:
+        print(f"signing secret for webhooks (X-Engram-Key-Id: {made.info.id}):")
+        print(made.signing_secret)
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    keys = [KeyInfo.of(key) for key in EngramClient().key_store().list_keys()]
+    if args.json:
+        print(json.dumps([key.model_dump(mode="json") for key in keys], indent=2))
+        return 0
+    for key in keys:
+        scope = f"tenant {key.tenant}" if key.tenant else "admin"
+        revoked = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        signed = ", signed webhooks" if key.signed_webhooks else ""
+        print(f"{key.id}  {scope:<24} {revoked:<24} {key.created_at:%Y-%m-%d}  {key.name}{signed}")
+    print(f"{len(keys)} keys")
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace) -> int:
+    key_id = args.key_id.split("_")[1] if args.key_id.startswith("egk_") else args.key_id
+    if not EngramClient().key_store().revoke_key(key_id, utc_now()):
+        raise InvalidInput(f"no key {key_id!r}")
+    print(f"revoked {key_id}; it stops working within ENGRAM_AUTH_CACHE_S")
+    return 0
+
+
+def _identifier(value: str) -> str:
+    """A tenant named on the command line, checked as the API checks it."""
+    try:
+        return TypeAdapter(Identifier).validate_python(value)
+    except ValidationError as exc:
+        raise InvalidInput(f"--tenant {value!r}: {exc.errors()[0]['msg']}") from exc
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = get_settings()
+    host = args.host or settings.api_host
+    if settings.auth_mode == "local" and not is_loopback(host):
+        raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {host}")
     uvicorn.run(
         "producers.api:app",
-        host=args.host or settings.api_host,
+        host=host,
         port=args.port or settings.api_port,
     )
     return 0

@@ -17,6 +17,7 @@ import kombu.exceptions
 import redis
 from celery import Celery
 
+from shared.auth import NewKey, make_key
 from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import (
@@ -29,6 +30,7 @@ from shared.models import (
     SearchFilters,
     SearchRequest,
     SearchResponse,
+    TenantOverview,
     VectorSyncCounts,
     utc_now,
 )
@@ -43,6 +45,7 @@ from shared.settings import Settings, get_settings
 from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, MigrationState
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_keys import Neo4jKeyStore
 from shared.versions import VersionClock
 from workers.app import (
     CHUNK_TASK,
@@ -290,6 +293,25 @@ class EngramClient:
                 "last_reconcile": json.loads(last[0]) if last else None,
             },
         }
+
+    def tenant_overview(self, user_id: str) -> TenantOverview:
+        """One tenant's documents and memories, and how far Qdrant has them."""
+        return self._store().tenant_overview(user_id)
+
+    # API keys (shared/auth.py), kept in Neo4j.
+
+    def key_store(self) -> Neo4jKeyStore:
+        return Neo4jKeyStore(self._store())
+
+    def create_key(self, name: str, tenant: str | None, signing: bool = False) -> NewKey:
+        stored, shown = make_key(name, "tenant" if tenant else "admin", tenant, signing, utc_now())
+        self.key_store().add_key(stored)
+        return shown
+
+    def first_seen(self, token: str, ttl_s: float) -> bool:
+        """True the first time ``token`` is seen within ``ttl_s`` (a signed webhook's replay guard)."""
+        with translated_errors():
+            return bool(self._redis.set(f"engram:webhook:seen:{token}", 1, nx=True, ex=max(1, int(ttl_s))))
 
     # Search and reconciliation, through their queues.
 

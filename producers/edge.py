@@ -145,39 +145,55 @@ class BodyGuard:
         if any(ord(character) < 0x20 or ord(character) == 0x7F for character in scope["path"]):
             # Routing would read "/api/documents/mine\n" as document "mine" (a regex's "$" matches
             # before a final newline): no id holds a control character, so no path may.
-            await _answer(send, 400, "the URL path holds a control character")
+            await answer(send, 400, "the URL path holds a control character")
             return
         limit = self.limit()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _answer(send, 413, f"request body is {declared} bytes; {_limit_text(limit)}")
+            await answer(send, 413, f"request body is {declared} bytes; {_limit_text(limit)}")
             return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if len(body) > limit:
-                await _answer(send, 413, f"request body passed {limit} bytes; {_limit_text(limit)}")
-                return
-            if not message.get("more_body", False):
-                break
+        try:
+            body = await read_body(receive, limit)
+        except BodyTooLarge as exc:
+            await answer(send, 413, str(exc))
+            return
+        if body is None:
+            return
         if body and "json" in headers.get("content-type", ""):
             try:
-                check_json(bytes(body))
+                check_json(body)
             except StrictJsonError as exc:
-                await _answer(send, 422, str(exc), [ProblemItem(loc=["body"], msg=str(exc), type="json")])
+                await answer(send, 422, str(exc), [ProblemItem(loc=["body"], msg=str(exc), type="json")])
                 return
-        await self.app(scope, _replay(bytes(body), receive), send)
+        await self.app(scope, replay(body, receive), send)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, counted as it is received (raises ``BodyTooLarge`` past ``limit``); None
+    when the client went away first."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise BodyTooLarge(f"request body passed {limit} bytes; {_limit_text(limit)}")
+        if not message.get("more_body", False):
+            return bytes(body)
 
 
 def _limit_text(limit: int) -> str:
     return f"the limit is {limit} (ENGRAM_MAX_REQUEST_BYTES)"
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app a body already read, then the real messages."""
     sent = False
 
     async def replayed() -> Message:
@@ -190,10 +206,19 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def _answer(send: Send, status: int, detail: str, errors: list[ProblemItem] | None = None) -> None:
-    body = problem_body(detail, errors)
+async def answer(
+    send: Send,
+    status: int,
+    detail: str,
+    errors: list[ProblemItem] | None = None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    service: str | None = None,
+) -> None:
+    """An error answer in the one shape, sent from a middleware (before any route)."""
+    body = problem_body(detail, errors, service)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 413:  # the rest of the body is not read: the connection cannot be reused
+    headers += extra or []
+    if status in (401, 413):  # the rest of the body is not read: the connection cannot be reused
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

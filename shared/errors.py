@@ -28,6 +28,14 @@ class InvalidInput(PermanentError):
     """Bad input from a caller: the message names the field and the problem."""
 
 
+class Unauthenticated(PermanentError):
+    """No API key, an unknown or revoked one, or a webhook signature that does not hold (401)."""
+
+
+class Forbidden(PermanentError):
+    """A valid key naming a tenant it does not act for (403)."""
+
+
 class DocumentTooLarge(InvalidInput):
     """A document over ``ENGRAM_MAX_DOCUMENT_BYTES``, or a request over ``ENGRAM_MAX_REQUEST_BYTES``."""
 
@@ -66,6 +74,10 @@ class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 
 
+class ModelAnswerRejected(PermanentError):
+    """A reranker or chat model refused the request (a 4xx) or answered in a shape we cannot read."""
+
+
 class VectorStoreRejected(PermanentError):
     """Qdrant refused a request (a 4xx other than 408 or 429, a point it cannot take)."""
 
@@ -87,13 +99,16 @@ __all__ = [
     "DocumentTooLarge",
     "EmbeddingRejected",
     "EngramError",
+    "Forbidden",
     "GraphStoreRejected",
     "InvalidInput",
+    "ModelAnswerRejected",
     "ModelMigration",
     "PermanentError",
     "SearchTimeout",
     "ServiceUnavailable",
     "StagingMissing",
     "TransientError",
+    "Unauthenticated",
     "VectorStoreRejected",
 ]

@@ -164,12 +164,12 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class DocumentIn(BaseModel):
-    """One document or conversation turn, as a producer hands it in."""
+class DocumentFields(BaseModel):
+    """A document's fields but its tenant: ``DocumentIn`` names the tenant, ``DocumentBody`` may
+    leave it to the caller's API key."""
 
     model_config = ConfigDict(extra="forbid")
 
-    user_id: Identifier = Field(description="The tenant; every memory and search belongs to one.")
     text: ReadableText
     id: Identifier | None = Field(None, description="Stable id within the tenant; from the text if absent.")
     project_id: Identifier | None = None
@@ -195,6 +195,24 @@ class DocumentIn(BaseModel):
             return self.id
         said_at = self.created_at.isoformat() if self.created_at else None
         return default_document_id(self.text, self.session_id, self.project_id, said_at)
+
+
+class DocumentIn(DocumentFields):
+    """One document or conversation turn, as a producer hands it in."""
+
+    user_id: Identifier = Field(description="The tenant; every memory and search belongs to one.")
+
+
+TENANT_FROM_KEY = "The tenant. Taken from the API key when absent; a tenant key refuses any other (403)."
+
+
+class DocumentBody(DocumentFields):
+    """A document as the HTTP API takes it: the tenant comes from the caller's key."""
+
+    user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
+
+    def for_tenant(self, tenant: str) -> DocumentIn:
+        return DocumentIn.model_validate({**self.model_dump(exclude={"user_id"}), "user_id": tenant})
 
 
 class ChunkRecord(BaseModel):
@@ -292,14 +310,28 @@ class SearchFilters(BaseModel):
     to_date: Moment | None = None
 
 
-class SearchRequest(BaseModel):
+class SearchQuery(BaseModel):
+    """A search but its tenant (see ``DocumentFields``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[ReadableText, StringConstraints(max_length=8192)]
-    user_id: Identifier
     top_k: StrictInt | None = Field(None, ge=1)
     threshold: StrictFloat | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
+
+
+class SearchRequest(SearchQuery):
+    user_id: Identifier
+
+
+class SearchBody(SearchQuery):
+    """A search as the HTTP API takes it: the tenant comes from the caller's key."""
+
+    user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
+
+    def for_tenant(self, tenant: str) -> SearchRequest:
+        return SearchRequest.model_validate({**self.model_dump(exclude={"user_id"}), "user_id": tenant})
 
 
 class SearchResult(BaseModel):
@@ -343,6 +375,15 @@ class DocumentStatus(BaseModel):
     chunks: int = 0
     vector_sync: VectorSyncCounts = Field(default_factory=VectorSyncCounts)
     updated_at: datetime | None = None
+
+
+class TenantOverview(BaseModel):
+    """``/api/status`` for one tenant: what it holds and how far Qdrant has it."""
+
+    user_id: str
+    documents: int
+    memories: int
+    vector_sync: VectorSyncCounts
 
 
 class IngestAccepted(BaseModel):

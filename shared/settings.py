@@ -6,6 +6,7 @@ local use; placeholder secrets are refused when ``ENGRAM_ENV=production``.
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -133,6 +134,24 @@ class Settings(BaseSettings):
         2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."
     )
 
+    # Optional search stages over HTTP, off by default (no cross-encoder or chat model ships here).
+    rerank_backend: Literal["none", "tei", "cohere"] = Field(
+        "none", description="none, tei (TEI /rerank) or cohere (any /v1/rerank: Cohere, Jina, vLLM)."
+    )
+    rerank_url: str | None = Field(None, description="Base URL of the reranker.")
+    rerank_model: str = Field("", description="Model name sent to a /v1/rerank server.")
+    rerank_api_key: SecretStr | None = Field(None, description="Bearer key of the reranker.")
+    rerank_timeout_s: float = Field(2.0, gt=0, description="A rerank call's timeout; past it, no rerank.")
+    rerank_candidates: int = Field(30, ge=1, le=1000, description="Best fused candidates reranked.")
+    agentic_backend: Literal["none", "openai", "ollama"] = Field(
+        "none", description="Chat model judging first results: none, openai (compatible) or ollama."
+    )
+    agentic_url: str | None = Field(None, description="Base URL of the chat model.")
+    agentic_model: str = Field("", description="Chat model name.")
+    agentic_api_key: SecretStr | None = Field(None, description="Bearer key of the chat model.")
+    agentic_timeout_s: float = Field(5.0, gt=0, description="A judge call's timeout; past it, one round.")
+    agentic_max_queries: int = Field(3, ge=1, le=8, description="Follow-up queries of a second round.")
+
     # Model migration (engram reembed).
     reembed_page_size: int = Field(
         128, ge=1, le=4096, description="Memories re-embedded per task of a model migration."
@@ -149,6 +168,23 @@ class Settings(BaseSettings):
     # HTTP app.
     api_host: str = Field("127.0.0.1", description="HTTP app address.")
     api_port: int = Field(8000, ge=1, le=65535, description="HTTP app port.")
+    auth_mode: Literal["keys", "local"] = Field(
+        "keys",
+        description="keys: every /api call needs an API key (engram keys); local: none, loopback only.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1", "localhost", "[::1]"],
+        description='Host headers the app answers, as JSON: ["engram.example.com"]; "*" any.',
+    )
+    auth_cache_s: float = Field(
+        5.0, ge=0, description="How long a key is trusted before it is looked up again."
+    )
+    auth_stale_s: float = Field(
+        3600.0, ge=0, description="How long a key seen before still works while Neo4j is unreachable."
+    )
+    webhook_tolerance_s: float = Field(
+        300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -175,11 +211,32 @@ class Settings(BaseSettings):
             raise ConfigurationError(
                 "set ENGRAM_NEO4J_PASSWORD: the development password is refused in production"
             )
+        for backend, url, name in (
+            (self.rerank_backend, self.rerank_url, "RERANK"),
+            (self.agentic_backend, self.agentic_url, "AGENTIC"),
+        ):
+            if backend != "none" and not url:
+                raise ConfigurationError(f"ENGRAM_{name}_BACKEND={backend} needs ENGRAM_{name}_URL")
+        if self.auth_mode == "local" and not is_loopback(self.api_host):
+            raise ConfigurationError(
+                f"ENGRAM_AUTH_MODE=local serves without API keys, so only on loopback: "
+                f"ENGRAM_API_HOST={self.api_host} is not"
+            )
         return self
 
     @property
     def qdrant_local_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @lru_cache(maxsize=1)

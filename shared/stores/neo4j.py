@@ -25,6 +25,7 @@ from shared.models import (
     SearchFilters,
     StagedDocument,
     StoredVector,
+    TenantOverview,
     Tombstone,
     VectorSyncCounts,
     utc_now,
@@ -116,6 +117,13 @@ class Neo4jStore:
         with _translated_errors():
             records, _, _ = self._driver.execute_query(query, params, database_=self._database)
         return [record.data() for record in records]
+
+    def read_rows(self, query: LiteralString, **params: Any) -> list[Row]:
+        """A read of another adapter over this connection (``neo4j_keys``)."""
+        return self._read(query, **params)
+
+    def write_rows(self, query: LiteralString, **params: Any) -> list[Row]:
+        return self._write(query, **params)
 
     # Schema.
 
@@ -358,6 +366,13 @@ class Neo4jStore:
     def vector_sync_counts(self) -> VectorSyncCounts:
         counts = {row["state"]: row["n"] for row in self._read(q.VECTOR_SYNC_COUNTS) if row["state"]}
         return VectorSyncCounts(**counts)
+
+    def tenant_overview(self, user_id: str) -> TenantOverview:
+        row = self._read(q.TENANT_COUNTS, user_id=user_id)[0]
+        counts = VectorSyncCounts(pending=row["pending"], synced=row["synced"], failed=row["failed"])
+        return TenantOverview(
+            user_id=user_id, documents=row["documents"], memories=row["memories"], vector_sync=counts
+        )
 
     def chunk_count(self, keys: Sequence[str]) -> int:
         rows = self._read(q.CHUNK_COUNT, keys=list(keys))

@@ -276,6 +276,14 @@ MATCH (m:Memory)
 RETURN m.vector_sync AS state, count(*) AS n
 """
 
+TENANT_COUNTS = """
+MATCH (m:Memory {user_id: $user_id})
+RETURN count(DISTINCT m.document_id) AS documents, count(m) AS memories,
+       sum(CASE m.vector_sync WHEN 'pending' THEN 1 ELSE 0 END) AS pending,
+       sum(CASE m.vector_sync WHEN 'synced' THEN 1 ELSE 0 END) AS synced,
+       sum(CASE m.vector_sync WHEN 'failed' THEN 1 ELSE 0 END) AS failed
+"""
+
 DOCUMENT_STATUS = """
 MATCH (d:Document {id: $key})
 OPTIONAL MATCH (d)-[:HAS_CHUNK]->(m:Memory)

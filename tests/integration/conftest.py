@@ -15,8 +15,9 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from shared.auth import NewKey
 from shared.settings import Settings
-from tests.integration.support import WORKERS, Workers
+from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers
 
 
 def _settings() -> Settings:
@@ -68,10 +69,26 @@ def workers(settings: Settings, redis_client: redis.Redis, neo4j_driver: neo4j.D
 
 
 @pytest.fixture(scope="session")
-def api(workers: Workers) -> Iterator[TestClient]:
+def keys(settings: Settings, neo4j_driver: neo4j.Driver) -> Iterator[KeyMaker]:
+    """Makes API keys in the test Neo4j, as ``engram keys create`` does."""
+    from producers.client import EngramClient
+
+    client = EngramClient(settings)
+
+    def make(tenant: str | None, signing: bool = False) -> NewKey:
+        return client.create_key("test", tenant, signing=signing)
+
+    yield make
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def api(workers: Workers, keys: KeyMaker) -> Iterator[TestClient]:
+    """The HTTP app, called with an admin key (tests name the tenant in each request)."""
     from producers.api import app
 
-    with TestClient(app) as client:
+    headers = {"Authorization": f"Bearer {keys(None).key}"}
+    with TestClient(app, base_url=APP_URL, headers=headers) as client:
         yield client
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import neo4j
 from fastapi.testclient import TestClient
 from qdrant_client import QdrantClient
 
+from shared.auth import NewKey
 from shared.settings import Settings
 from shared.stores.qdrant import collection_name
 
@@ -31,6 +32,10 @@ WORKERS = {
     "query": ("query", "prefork", 1),
 }
 MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
+# The app answers only hosts of ENGRAM_ALLOWED_HOSTS (not TestClient's "testserver").
+APP_URL = "http://localhost"
+# Makes an API key: for a tenant, or an admin key (None); with a signing secret if asked.
+KeyMaker = Callable[..., NewKey]
 
 
 class Workers:

@@ -26,7 +26,8 @@ def problem(response: Any) -> str:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({}, "user_id"),
+        ({}, "text"),
+        ({"id": "d", "text": "fine"}, "user_id is required with an admin key"),
         ({"user_id": "{tenant}"}, "text"),
         ({"user_id": "{tenant}", "id": "d", "text": "   \n\t "}, "empty"),
         ({"user_id": "{tenant}", "id": "d", "text": 42}, "string"),

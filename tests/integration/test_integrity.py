@@ -283,3 +283,36 @@ def test_a_document_that_failed_for_good_is_replayed_from_staging(
     statuses = wait_until_finished(api, tenant, list(FACTS))
     assert all(s["state"] == "done" and s["vector_sync"]["synced"] == 1 for s in statuses.values())
     assert len(assert_parity(neo4j_driver, workers, settings, tenant)) == len(FACTS)
+
+
+def test_a_document_neo4j_refuses_fails_alone_with_neo4js_reason(
+    api: TestClient, neo4j_driver: neo4j.Driver, tenant: str
+) -> None:
+    # Given a rule in Neo4j the edge knows nothing of: no two Documents share a title
+    title = f"only once {tenant}"
+    cypher(
+        neo4j_driver,
+        "CREATE CONSTRAINT test_title_once IF NOT EXISTS FOR (d:Document) REQUIRE d.title IS UNIQUE",
+    )
+    try:
+        # When one batch holds two documents of that title, and a third of another
+        response = api.post(
+            "/api/documents",
+            json=[
+                {"user_id": tenant, "id": "first", "title": title, "text": FACTS["eiffel"]},
+                {"user_id": tenant, "id": "second", "title": title, "text": FACTS["borrow"]},
+                {"user_id": tenant, "id": "third", "title": f"other {tenant}", "text": FACTS["tides"]},
+            ],
+        )
+        assert response.status_code == 202, response.text
+        statuses = wait_until_finished(api, tenant, ["first", "second", "third"])
+    finally:
+        cypher(neo4j_driver, "DROP CONSTRAINT test_title_once IF EXISTS")
+
+    # Then Neo4j's refusal fails one of the pair, saying why, and never holds the batch up
+    states = sorted(s["state"] for s in statuses.values())
+    assert states == ["done", "done", "failed"], statuses
+    failed = next(s for s in statuses.values() if s["state"] == "failed")
+    assert failed["document_id"] in ("first", "second")
+    assert "Neo4j refused" in failed["error"] and "ConstraintValidationFailed" in failed["error"]
+    assert statuses["third"]["state"] == "done" and statuses["third"]["vector_sync"]["synced"] == 1

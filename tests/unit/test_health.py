@@ -173,7 +173,7 @@ def http() -> Iterator[Callable[[Probes], TestClient]]:
 
     def client(checks: Probes) -> TestClient:
         api.app.dependency_overrides[api.probes] = lambda: checks
-        return TestClient(api.app)
+        return TestClient(api.app, base_url="http://localhost")
 
     yield client
     api.app.dependency_overrides.clear()

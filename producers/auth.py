@@ -1,0 +1,130 @@
+"""The HTTP app's door: the Host allow-list, and who the caller is, before any body is read.
+
+``AuthGuard`` is the outermost ASGI middleware. Every request must name an allowed host
+(``ENGRAM_ALLOWED_HOSTS``: a DNS-rebinding page naming its own host is refused, 400). Every
+``/api`` request must then carry an API key — ``Authorization: Bearer <key>`` or
+``X-API-Key: <key>`` (n8n's Header Auth) — or be a signed webhook (``X-Engram-Key-Id``,
+``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: the body is read,
+bounded, to check it). An
+anonymous request is answered 401 without its body being read. The caller is put in the ASGI scope
+for the routes (``caller``). ``/healthz`` and the OpenAPI pages are open.
+
+With ``ENGRAM_AUTH_MODE=local`` there are no keys: every request acts as an admin, and only
+loopback clients are served (settings refuse a non-loopback ``ENGRAM_API_HOST`` in that mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio.to_thread
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from producers.edge import BodyTooLarge, answer, read_body, replay
+from shared.auth import LOCAL_CALLER, Authenticator, Caller
+from shared.errors import ServiceUnavailable, Unauthenticated
+from shared.settings import Settings, is_loopback
+
+CALLER = "engram.caller"
+CHALLENGE = [(b"www-authenticate", b'Bearer realm="engram"')]
+
+
+def host_of(header: str) -> str:
+    """The host of a Host header, without its port: ``[::1]:8000`` is ``[::1]``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def host_allowed(header: str, allowed: list[str]) -> bool:
+    host = host_of(header)
+    for pattern in allowed:
+        pattern = pattern.lower()
+        if pattern == "*" or host == pattern:
+            return True
+        if pattern.startswith("*.") and host.endswith(pattern[1:]):
+            return True
+    return False
+
+
+def caller_of(scope: Scope) -> Caller:
+    """The caller ``AuthGuard`` found for this request."""
+    found = scope.get(CALLER)
+    if not isinstance(found, Caller):
+        raise Unauthenticated("an API key is required")
+    return found
+
+
+class AuthGuard:
+    def __init__(
+        self, app: ASGIApp, settings: Callable[[], Settings], authenticator: Callable[[], Authenticator]
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.authenticator = authenticator
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        settings = self.settings()
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not host_allowed(headers.get("host", ""), settings.allowed_hosts):
+            await answer(
+                send, 400, "the Host header names a host this app does not serve (ENGRAM_ALLOWED_HOSTS)"
+            )
+            return
+        path: str = scope["path"]
+        if not (path == "/api" or path.startswith("/api/")):
+            await self.app(scope, receive, send)
+            return
+        if settings.auth_mode == "local":
+            client = scope.get("client")
+            if client is None or not is_loopback(str(client[0])):
+                await answer(send, 403, "ENGRAM_AUTH_MODE=local answers loopback clients only")
+                return
+            scope[CALLER] = LOCAL_CALLER
+            await self.app(scope, receive, send)
+            return
+        try:
+            if "x-engram-signature" in headers:
+                if (scope["method"], path) != ("POST", "/api/documents"):
+                    # The signature covers the body, not the method or path: it is good for the
+                    # one operation a webhook performs.
+                    raise Unauthenticated("a signed request is taken by POST /api/documents only")
+                body = await read_body(receive, settings.max_request_bytes)
+                if body is None:
+                    return
+                receive = replay(body, receive)
+                scope[CALLER] = await anyio.to_thread.run_sync(
+                    self.authenticator().signed,
+                    headers.get("x-engram-key-id", ""),
+                    headers.get("x-engram-timestamp", ""),
+                    headers["x-engram-signature"],
+                    body,
+                )
+            else:
+                scope[CALLER] = await anyio.to_thread.run_sync(self.authenticator().bearer, _token(headers))
+        except Unauthenticated as exc:
+            await answer(send, 401, str(exc), extra=CHALLENGE)
+            return
+        except BodyTooLarge as exc:
+            await answer(send, 413, str(exc))
+            return
+        except ServiceUnavailable as exc:
+            await answer(send, 503, f"API keys cannot be checked: {exc}", service=exc.service)
+            return
+        await self.app(scope, receive, send)
+
+
+def _token(headers: dict[str, str]) -> str:
+    authorization = headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token:
+        return token
+    if "x-api-key" in headers:
+        return headers["x-api-key"]
+    raise Unauthenticated(
+        "an API key is required: Authorization: Bearer <key>, or X-API-Key: <key> (engram keys create)"
+    )
