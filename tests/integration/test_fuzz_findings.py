@@ -3,13 +3,17 @@ against the real app and stack."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.integration.support import wait_until_finished
+from shared.settings import Settings
+from shared.stores.neo4j import Neo4jStore
+from tests.integration.support import APP_URL, DIMENSION, MODEL, cypher, wait_until_finished
 
 pytestmark = pytest.mark.integration
 
@@ -124,7 +128,7 @@ def test_the_app_started_again_in_the_same_process_still_answers(api: TestClient
     # the stores' drivers, which the next requests then used
     from producers.api import app
 
-    with TestClient(app) as other:
+    with TestClient(app, base_url=APP_URL, headers=api.headers) as other:
         assert other.get("/api/memories", params={"user_id": tenant}).status_code == 200
 
     # When the session's client asks again, Then it is answered from open drivers
@@ -151,3 +155,35 @@ def test_a_delete_with_no_filter_is_refused_as_the_document_says(api: TestClient
         response = api.post("/api/memories/delete", json={"user_id": tenant, **body})
         assert response.status_code == 422, response.text
         assert "no filter given" in response.json()["detail"]
+
+
+def test_stores_claiming_a_new_store_at_once_leave_one_claim(settings: Settings, neo4j_driver: Any) -> None:
+    # Given a store as new: no model claimed, no uniqueness constraint on the claim yet (the fuzz
+    # run's first search and first write bootstrapped it at once: two claims, the constraint could
+    # never be made, and every write failed from then on)
+    cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'embedding'}) DELETE s")
+    stores = [Neo4jStore(settings) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def bootstrap(store: Neo4jStore) -> None:
+        start.wait()
+        store.bootstrap(MODEL, DIMENSION)
+
+    # When six processes bootstrap it at the same moment
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            list(pool.map(bootstrap, stores))
+    finally:
+        for store in stores:
+            store.close()
+
+    # Then there is one claim, and the constraint that keeps it one
+    claims = cypher(
+        neo4j_driver, "MATCH (s:EngramSchema {id: 'embedding'}) RETURN s.embedding_model AS model"
+    )
+    assert claims == [{"model": MODEL}]
+    constraints = cypher(
+        neo4j_driver, "SHOW CONSTRAINTS YIELD name WHERE name = 'engram_schema_id' RETURN name"
+    )
+    assert constraints == [{"name": "engram_schema_id"}]
