@@ -1,7 +1,7 @@
 """Clients acting as one tenant, and the count of cross-tenant probes and leaks.
 
-``acting_as(api, tenant)`` is the one place that says how a request speaks for a tenant: today it
-names the tenant in ``user_id``; with API keys, the key decides.
+``acting_as(keys, tenant)`` is the one place that says how a request speaks for a tenant: with a
+key of that tenant's own, which decides the tenant (no ``user_id`` needed; naming another is 403).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fastapi.testclient import TestClient
+
+from tests.integration.support import APP_URL, KeyMaker
 
 
 class Answer(Protocol):
@@ -24,12 +26,23 @@ class Answer(Protocol):
     def json(self, **kwargs: Any) -> Any: ...
 
 
+def client_with(key: str | None = None, **headers: str) -> TestClient:
+    """A client of the running app, with ``key`` or none (not entered: the session's ``api`` owns
+    the app's lifespan)."""
+    from producers.api import app
+
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return TestClient(app, base_url=APP_URL, headers=headers)
+
+
 @dataclass
 class Acting:
-    """Requests as ``tenant``: ``user_id`` filled into the query or body unless given."""
+    """Requests as ``tenant``, with its key; ``user_id`` is named only when a request says so."""
 
-    api: TestClient
+    client: TestClient
     tenant: str
+    key_id: str | None = None
 
     def request(
         self,
@@ -38,16 +51,9 @@ class Acting:
         params: dict[str, Any] | list[tuple[str, Any]] | None = None,
         json: Any = None,
         content: bytes | None = None,
-        name_tenant: bool = True,
     ) -> Answer:
-        if name_tenant and isinstance(params, dict | None) and method in ("GET", "DELETE"):
-            params = {"user_id": self.tenant, **(params or {})}
-        if name_tenant and isinstance(json, dict) and "documents" in json:
-            json = {"documents": [{"user_id": self.tenant, **document} for document in json["documents"]]}
-        elif name_tenant and isinstance(json, dict):
-            json = {"user_id": self.tenant, **json}
         headers = {"content-type": "application/json"} if content is not None else None
-        return self.api.request(method, url, params=params, json=json, content=content, headers=headers)
+        return self.client.request(method, url, params=params, json=json, content=content, headers=headers)
 
     def get(self, url: str, **kwargs: Any) -> Answer:
         return self.request("GET", url, **kwargs)
@@ -62,8 +68,9 @@ class Acting:
         return self.request("PUT", url, **kwargs)
 
 
-def acting_as(api: TestClient, tenant: str) -> Acting:
-    return Acting(api, tenant)
+def acting_as(keys: KeyMaker, tenant: str) -> Acting:
+    made = keys(tenant)
+    return Acting(client_with(made.key), tenant, made.info.id)
 
 
 @dataclass

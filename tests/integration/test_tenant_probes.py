@@ -1,5 +1,7 @@
-"""Cross-tenant probes: tenant B tries every endpoint, filter and id form at tenant A's documents
-and memories, and never learns or changes anything of A's.
+"""Cross-tenant probes: tenant B, with its own API key, tries every endpoint, filter and id form at
+tenant A's documents and memories, and never learns or changes anything of A's; nor does a
+look-alike of A's name, a request naming A with B's key (403), one without a key or with a wrong
+or revoked one (401).
 
 A leak is any of A's content, ids, tenant name or stored keys in an answer to B (beyond what B
 sent itself), an answer to an id of A's that differs from the answer to an id nobody has (so it
@@ -23,8 +25,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.ids import document_key
-from tests.integration.support import wait_until_finished
-from tests.integration.tenants import PROBES, Acting, Answer, Probes, acting_as
+from tests.integration.support import KeyMaker, wait_until_finished
+from tests.integration.tenants import PROBES, Acting, Answer, Probes, acting_as, client_with
 
 pytestmark = pytest.mark.integration
 
@@ -118,9 +120,10 @@ def unchanged(api: TestClient, alice: Tenant) -> Iterator[None]:
 class Prober:
     """B's requests at A's data, each counted, and judged a leak or not."""
 
-    def __init__(self, api: TestClient, alice: Tenant, bob: Tenant, log: Probes) -> None:
-        self.alice, self.bob, self.log = alice, bob, log
-        self.as_bob = acting_as(api, bob.name)
+    def __init__(self, api: TestClient, keys: KeyMaker, alice: Tenant, bob: Tenant, log: Probes) -> None:
+        self.alice, self.bob, self.log, self.keys = alice, bob, log, keys
+        self.as_bob = acting_as(keys, bob.name)
+        self.as_admin = Acting(api, "admin")
         self.control_hex = uuid.uuid4().hex[:10]
 
     def _shows_secret(self, response: Answer, sent: str) -> bool:
@@ -158,6 +161,11 @@ class Prober:
         leaked = probe.status_code < 300 or not same or self._shows_secret(probe, form(memory_id) + memory_id)
         self.log.record(kind, f"{method} {form(memory_id)} -> {probe.status_code} {probe.text[:200]}", leaked)
 
+    def refused(self, kind: str, response: Answer, sent: str, statuses: tuple[int, ...]) -> None:
+        """A request that must be refused with one of ``statuses``, showing nothing of A's."""
+        leaked = response.status_code not in statuses or self._shows_secret(response, sent)
+        self.log.record(kind, f"{sent[:200]} -> {response.status_code} {response.text[:200]}", leaked)
+
     def sees_only_bob(self, kind: str, response: Answer, sent: str) -> None:
         """A listing, search or delete answered to B: B's own memories, counts and nothing of A's."""
         leaked = self._shows_secret(response, sent) or response.status_code >= 500
@@ -187,8 +195,10 @@ def _comparable(response: Answer, prober: Prober) -> str:
 
 
 @pytest.fixture(scope="module")
-def prober(api: TestClient, alice: Tenant, bob: Tenant, probes: Probes, unchanged: None) -> Prober:
-    return Prober(api, alice, bob, probes)
+def prober(
+    api: TestClient, keys: KeyMaker, alice: Tenant, bob: Tenant, probes: Probes, unchanged: None
+) -> Prober:
+    return Prober(api, keys, alice, bob, probes)
 
 
 def _look_alikes(name: str) -> list[str]:
@@ -238,20 +248,46 @@ def test_b_cannot_read_or_delete_a_document_of_a_by_any_id_form(prober: Prober, 
     assert prober.log.leaks[start:] == []
 
 
-def test_look_alike_tenant_names_neither_read_nor_change_a(prober: Prober, alice: Tenant) -> None:
+def test_look_alike_tenant_names_neither_read_nor_change_a(
+    prober: Prober, alice: Tenant, keys: KeyMaker
+) -> None:
     start = len(prober.log.leaks)
-    document_id = next(iter(alice.documents))
+    document_id = quote(next(iter(alice.documents)))
     for name in _look_alikes(alice.name):
-        look_alike = acting_as(prober.as_bob.api, name)
-        prober.by_id("look-alike tenant", "GET", f"/api/documents/{quote(document_id)}", as_=look_alike)
-        prober.by_id("look-alike tenant", "DELETE", f"/api/documents/{quote(document_id)}", as_=look_alike)
-        listed = look_alike.get("/api/memories")
-        prober.sees_only_bob("look-alike tenant", listed, name)
-        searched = look_alike.post("/api/memory/semantic-search", json={"query": "secret recipe saffron"})
-        prober.sees_only_bob("look-alike tenant", searched, name + "secret recipe saffron")
-        deleted = look_alike.post("/api/memories/delete", json={"everything": True})
-        prober.sees_only_bob("look-alike tenant", deleted, name)
+        # B's key naming a look-alike: not B's tenant (403), or not an identifier (422)
+        named = {"params": {"user_id": name}}
+        for method in ("GET", "DELETE"):
+            response = prober.as_bob.request(method, f"/api/documents/{document_id}", **named)
+            prober.refused("look-alike named with B's key", response, name, (403, 422))
+        searched = prober.as_bob.post(
+            "/api/memory/semantic-search", json={"user_id": name, "query": "secret"}
+        )
+        prober.refused("look-alike named with B's key", searched, name, (403, 422))
+        # An admin key naming a look-alike: refused, or another tenant, which has nothing of A's
+        for method in ("GET", "DELETE"):
+            prober.by_id(
+                "look-alike named by an admin",
+                method,
+                f"/api/documents/{document_id}",
+                prober.as_admin,
+                **named,
+            )
+        listed = prober.as_admin.get("/api/memories", params={"user_id": name})
+        prober.sees_only_bob("look-alike named by an admin", listed, name)
+        body = {"user_id": name, "query": "secret recipe saffron", "threshold": -1.0}
+        searched = prober.as_admin.post("/api/memory/semantic-search", json=body)
+        prober.sees_only_bob("look-alike named by an admin", searched, json.dumps(body, ensure_ascii=False))
+        deleted = prober.as_admin.post("/api/memories/delete", json={"user_id": name, "everything": True})
+        prober.sees_only_bob("look-alike named by an admin", deleted, name)
         assert deleted.status_code == 422 or deleted.json()["memories"] == 0
+        # A key made for a look-alike: refused, or its tenant has nothing of A's
+        try:
+            look_alike = acting_as(keys, name)
+        except Exception:  # refused when made
+            prober.log.record("key for a look-alike", name, False)
+            continue
+        prober.sees_only_bob("key for a look-alike", look_alike.get("/api/memories"), name)
+        prober.by_id("key for a look-alike", "GET", f"/api/documents/{document_id}", look_alike)
     assert prober.log.leaks[start:] == []
 
 
@@ -310,7 +346,7 @@ def test_b_listing_with_a_s_filters_sees_only_b_s_memories(
 ) -> None:
     start = len(prober.log.leaks)
     for filters in [*_filters(alice), {}]:
-        params = [("user_id", bob.name), *_query_params(filters)]
+        params = _query_params(filters)
         listed = prober.as_bob.get("/api/memories", params=params)
         prober.sees_only_bob("list with filters", listed, json.dumps(params, ensure_ascii=False))
     for cursor in ["", *alice.memory_ids]:
@@ -418,4 +454,82 @@ def test_a_memory_of_a_is_unchanged_and_b_everything_deletes_only_b_s(
     # Then the count is B's own at most, and A still has every memory it had
     assert deleted.status_code == 200 and deleted.json()["memories"] <= len(bob.memories), deleted.text
     assert _snapshot(api, alice) == sorted((m["id"], m["content"], m["version"]) for m in alice.memories)
+    assert prober.log.leaks[start:] == []
+
+
+# Naming A with B's key, and no key, a wrong one or a revoked one.
+
+
+def _operations(alice: Tenant) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every /api operation, aimed at A's data by naming A (``user_id``)."""
+    document_id = quote(next(iter(alice.documents)))
+    memory_id = alice.memory_ids[0]
+    named = {"params": {"user_id": alice.name}}
+    return [
+        ("POST", "/api/documents", {"json": {"user_id": alice.name, "id": "planted", "text": "Planted."}}),
+        (
+            "POST",
+            "/api/documents",
+            {"json": [{"text": "Mine."}, {"user_id": alice.name, "text": "Planted."}]},
+        ),
+        ("GET", f"/api/documents/{document_id}", named),
+        ("PUT", f"/api/documents/{document_id}", {"json": {"user_id": alice.name, "text": "Overwritten."}}),
+        ("DELETE", f"/api/documents/{document_id}", named),
+        ("GET", "/api/memories", named),
+        ("GET", f"/api/memories/{memory_id}", named),
+        ("DELETE", f"/api/memories/{memory_id}", named),
+        ("POST", "/api/memories/delete", {"json": {"user_id": alice.name, "everything": True}}),
+        ("POST", "/api/memory/semantic-search", {"json": {"user_id": alice.name, "query": "secret recipe"}}),
+        ("GET", "/api/status", named),
+    ]
+
+
+def test_b_s_key_naming_a_is_refused_on_every_operation(prober: Prober, alice: Tenant) -> None:
+    start = len(prober.log.leaks)
+    for method, url, kwargs in _operations(alice):
+        response = prober.as_bob.request(method, url, **kwargs)
+        prober.refused(
+            "B's key naming A", response, unquote(url) + json.dumps(kwargs, ensure_ascii=False), (403,)
+        )
+    assert prober.log.leaks[start:] == []
+
+
+def test_no_key_a_wrong_key_or_a_revoked_key_is_refused_on_every_operation(
+    prober: Prober, alice: Tenant, bob: Tenant, keys: KeyMaker
+) -> None:
+    start = len(prober.log.leaks)
+    # Given B's key revoked (engram keys revoke), and keys that were never made
+    revoked = acting_as(keys, bob.name)
+    from producers.api import authenticator
+    from producers.client import EngramClient
+    from shared.models import utc_now
+
+    operator = EngramClient()
+    try:
+        assert revoked.key_id is not None and operator.key_store().revoke_key(revoked.key_id, utc_now())
+    finally:
+        operator.close()
+    authenticator().forget()
+    live_key = keys(bob.name).key
+    callers = {
+        "no key": client_with(),
+        "a revoked key": revoked.client,
+        "a forged secret": client_with(live_key[:-4] + "AAAA"),
+        "a key that was never made": client_with("egk_0123456789abcdef_" + "A" * 43),
+        "not a key": client_with(**{"X-API-Key": alice.name}),
+    }
+    for name, client in callers.items():
+        for method, url, kwargs in _operations(alice):
+            response = Acting(client, name).request(method, url, **kwargs)
+            prober.refused(name, response, unquote(url) + json.dumps(kwargs, ensure_ascii=False), (401,))
+    assert prober.log.leaks[start:] == []
+
+
+def test_b_s_status_counts_only_b_s_own(prober: Prober, bob: Tenant) -> None:
+    start = len(prober.log.leaks)
+    response = prober.as_bob.get("/api/status")
+    prober.sees_only_bob("status", response, "")
+    body = response.json()
+    leaked = body.get("user_id") != bob.name or body.get("memories", 0) > len(bob.memories) + 3
+    prober.log.record("status", response.text[:200], leaked)
     assert prober.log.leaks[start:] == []

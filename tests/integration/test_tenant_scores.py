@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.integration.support import wait_until_finished
-from tests.integration.tenants import acting_as
+from tests.integration.support import KeyMaker, wait_until_finished
+from tests.integration.tenants import Acting, acting_as
 
 pytestmark = pytest.mark.integration
 
@@ -28,26 +28,27 @@ OWN = {
 }
 
 
-def _ranking(api: TestClient, tenant: str) -> list[tuple[str, float, float]]:
+def _ranking(tenant: Acting) -> list[tuple[str, float, float]]:
     body = {"query": QUERY, "top_k": 10, "threshold": -1.0}
-    response = acting_as(api, tenant).post("/api/memory/semantic-search", json=body)
+    response = tenant.post("/api/memory/semantic-search", json=body)
     assert response.status_code == 200, response.text
     return [(r["document_id"], r["score"], r["similarity_score"]) for r in response.json()["results"]]
 
 
-def _ingest(api: TestClient, tenant: str, texts: dict[str, str]) -> None:
+def _ingest(api: TestClient, tenant: Acting, texts: dict[str, str]) -> None:
     documents: list[dict[str, Any]] = [{"id": key, "text": text} for key, text in texts.items()]
-    response = acting_as(api, tenant).post("/api/documents", json={"documents": documents})
+    response = tenant.post("/api/documents", json={"documents": documents})
     assert response.status_code == 202, response.text
-    statuses = wait_until_finished(api, tenant, list(texts), timeout_s=300)
+    statuses = wait_until_finished(api, tenant.tenant, list(texts), timeout_s=300)
     assert {status["state"] for status in statuses.values()} == {"done"}
 
 
-def test_another_tenants_matching_data_changes_nothing_in_b_s_scores(api: TestClient) -> None:
+def test_another_tenants_matching_data_changes_nothing_in_b_s_scores(api: TestClient, keys: KeyMaker) -> None:
     # Given tenant B's own memories, and its ranking for a fixed query
-    bob, alice = f"bob-{uuid.uuid4().hex[:10]}", f"alice-{uuid.uuid4().hex[:10]}"
+    bob = acting_as(keys, f"bob-{uuid.uuid4().hex[:10]}")
+    alice = acting_as(keys, f"alice-{uuid.uuid4().hex[:10]}")
     _ingest(api, bob, OWN)
-    before = _ranking(api, bob)
+    before = _ranking(bob)
     assert {document_id for document_id, _, _ in before} == set(OWN)
 
     # When tenant A ingests many memories that match the query better than B's do
@@ -57,7 +58,7 @@ def test_another_tenants_matching_data_changes_nothing_in_b_s_scores(api: TestCl
         for n in range(60)
     }
     _ingest(api, alice, crowd)
-    after = _ranking(api, bob)
+    after = _ranking(bob)
 
     # Then B finds the same memories in the same order with the same scores
     assert [document_id for document_id, _, _ in after] == [document_id for document_id, _, _ in before]
