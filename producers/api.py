@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import lru_cache
@@ -21,14 +22,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from producers import health
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
-from producers.edge import BodyGuard, Problem, ProblemItem, problem_body
+from producers.edge import BodyGuard, Problem, ProblemItem, one_value_each, problem_body
 from producers.searches import Searches
 from shared.auth import Authenticator, Caller
 from shared.errors import (
@@ -61,7 +64,8 @@ log = logging.getLogger(__name__)
 
 # Path ids are checked as the body's are: the same identifier never reads two ways.
 DocumentIdPath = Annotated[Identifier, Path(description="The document's id within the tenant.")]
-MemoryIdPath = Annotated[Identifier, Path(description="The memory's id.")]
+# A memory's id is a UUID (shared/ids.py), so "/api/memories/delete" is never read as memory "delete".
+MemoryIdPath = Annotated[uuid.UUID, Path(description="The memory's id.")]
 # The tenant in a query string: optional, since the key decides it (an admin key must name it).
 TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
 
@@ -98,10 +102,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         await app.state.searches.aclose()
+        # Closed and forgotten: an app started again in this process (a test client's second
+        # lifespan, say) makes new ones rather than use closed drivers.
+        authenticator.cache_clear()  # it holds the client's key store
         if client.cache_info().currsize:
             client().close()
+            client.cache_clear()
         if default_probes.cache_info().currsize:
             default_probes().close()
+            default_probes.cache_clear()
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -120,7 +129,13 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
 
-app = FastAPI(title="Engram", version="0.1.0", lifespan=lifespan, responses=ERRORS)
+app = FastAPI(
+    title="Engram",
+    version="0.1.0",
+    lifespan=lifespan,
+    responses=ERRORS,
+    dependencies=[Depends(one_value_each)],
+)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
 # Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
@@ -167,10 +182,22 @@ async def invalid_request(_: Request, exc: RequestValidationError) -> Response:
 
 
 @app.exception_handler(StarletteHTTPException)
-async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
     response = problem(exc.status_code, str(exc.detail))
-    response.headers.update(exc.headers or {})  # a 405's Allow, say
+    response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        response.headers["Allow"] = _allowed_methods(request.scope)
     return response
+
+
+def _allowed_methods(scope: Scope) -> str:
+    """Every method some route takes at this path: Starlette's own 405 names only the methods of
+    the first route that matched the path (GET of three routes on one path, say)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 @app.exception_handler(InvalidInput)
@@ -241,7 +268,7 @@ def _body_kind(body: Any) -> str:
 IngestBody = Annotated[
     Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[list[DocumentBody], Tag("list")],
+    | Annotated[Annotated[list[DocumentBody], Field(min_length=1)], Tag("list")],
     Discriminator(_body_kind),
 ]
 
@@ -276,11 +303,17 @@ async def document_status(
     return status
 
 
-@app.put("/api/documents/{document_id:path}", status_code=202, response_model=IngestAccepted)
+@app.put(
+    "/api/documents/{document_id:path}",
+    status_code=202,
+    response_model=IngestAccepted,
+    responses={409: _problem("The body names another document (its id is not the path's).")},
+)
 async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: CallerDep) -> IngestAccepted:
-    """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed."""
+    """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed.
+    The path names the document; an ``id`` in the body, if any, must be the same."""
     if body.id is not None and body.id != document_id:
-        raise InvalidInput(f"the body's id {body.id!r} is not the path's {document_id!r}")
+        raise HTTPException(409, f"the body's id {body.id!r} is not the path's {document_id!r}")
     document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
     return await run_in_threadpool(client().ingest, [document])
 
@@ -325,30 +358,42 @@ async def list_memories(
     return await run_in_threadpool(client().list_memories, user_id, filters, limit, cursor)
 
 
-@app.get("/api/memories/{memory_id}", response_model=MemoryRecord)
+@app.get("/api/memories/{memory_id:uuid}", response_model=MemoryRecord)
 async def get_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> MemoryRecord:
     user_id = who.tenant_for(user_id)
-    memory = await run_in_threadpool(client().get_memory, user_id, memory_id)
+    memory = await run_in_threadpool(client().get_memory, user_id, str(memory_id))
     if memory is None:
-        raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
+        raise HTTPException(status_code=404, detail=f"no memory {str(memory_id)!r} for user {user_id!r}")
     return memory
 
 
-@app.delete("/api/memories/{memory_id}", response_model=DeleteResult)
+@app.delete("/api/memories/{memory_id:uuid}", response_model=DeleteResult)
 async def delete_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: TenantQuery = None) -> DeleteResult:
     user_id = who.tenant_for(user_id)
-    result = await run_in_threadpool(client().delete_memory, user_id, memory_id)
+    result = await run_in_threadpool(client().delete_memory, user_id, str(memory_id))
     if result.memories == 0:
-        raise HTTPException(status_code=404, detail=f"no memory {memory_id!r} for user {user_id!r}")
+        raise HTTPException(status_code=404, detail=f"no memory {str(memory_id)!r} for user {user_id!r}")
     return result
 
 
+def _names_a_filter_or_everything(schema: dict[str, Any]) -> None:
+    """The rule of ``delete_where`` in the OpenAPI document: a filter with a value, or everything."""
+    some_filter = [
+        {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+        for name in SearchFilters.model_fields
+    ]
+    schema["anyOf"] = [
+        {"required": ["everything"], "properties": {"everything": {"const": True}}},
+        {"required": ["filters"], "properties": {"filters": {"anyOf": some_filter}}},
+    ]
+
+
 class DeleteWhere(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_names_a_filter_or_everything)
 
     user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
     filters: SearchFilters = Field(default_factory=SearchFilters)
-    everything: bool = Field(False, description="Required to delete all of the tenant's memories.")
+    everything: StrictBool = Field(False, description="Required to delete all of the tenant's memories.")
 
 
 @app.post("/api/memories/delete", response_model=DeleteResult)

@@ -7,15 +7,21 @@ transfer encoding (a chunked body declares no length), and answers 413 the momen
 is then parsed once strictly — duplicate keys, ``NaN`` and ``Infinity``, unpaired surrogates and
 bytes that are not UTF-8 are refused with a 422 naming the problem — and handed on to the app
 unchanged. So no route, validator or error handler ever holds input that cannot be stored or
-echoed back.
+echoed back. ``one_value_each``, a dependency of every route, refuses a query parameter of one
+value given twice.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -77,19 +83,52 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
+def loads_strict(text: str, what: str = "the body") -> Any:
+    """``text`` parsed as JSON, or ``StrictJsonError`` naming what makes it unacceptable."""
+    try:
+        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except StrictJsonError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise StrictJsonError(f"{what} is not JSON: {exc}") from exc
+    _check_strings(parsed)
+    return parsed
+
+
 def check_json(body: bytes) -> None:
     """Raises ``StrictJsonError`` naming what makes ``body`` unacceptable JSON."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StrictJsonError(f"the body is not UTF-8 (byte {exc.start})") from exc
-    try:
-        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
-    except StrictJsonError:
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise StrictJsonError(f"the body is not JSON: {exc}") from exc
-    _check_strings(parsed)
+    loads_strict(text)
+
+
+async def one_value_each(request: Request) -> None:
+    """Refuses a query parameter of one value given twice (``?user_id=b&user_id=a``): the app
+    would read the last, a proxy or log may read the first, and the two must never disagree on
+    whose data is asked for. Parameters that are lists (``tag``, ``memory_type``) may repeat."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    repeatable = {
+        field.alias for field in route.dependant.query_params if _is_list(field.field_info.annotation)
+    }
+    seen: set[str] = set()
+    for key, _ in request.query_params.multi_items():
+        if key in seen and key not in repeatable:
+            msg = "given more than once; it takes one value"
+            raise RequestValidationError([{"loc": ("query", key), "msg": msg, "type": "duplicate"}])
+        seen.add(key)
+
+
+def _is_list(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _is_list(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_list(argument) for argument in typing.get_args(annotation))
+    return isinstance(origin, type) and issubclass(origin, Sequence) and not issubclass(origin, str)
 
 
 class BodyGuard:

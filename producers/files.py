@@ -1,18 +1,20 @@
 """Reading documents from paths for the CLI: text files, folders of them, and JSONL.
 
 Every file is read and every document validated before anything is enqueued, so a bad line
-anywhere stops the load with its file and line named and nothing half-loaded.
+anywhere stops the load with its file and line named and nothing half-loaded. A JSONL line is
+parsed as strictly as an HTTP body (producers/edge.py): a key twice, NaN or Infinity, a lone
+surrogate or nesting too deep for the parser is refused, not loaded.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from producers.edge import StrictJsonError, loads_strict
 from shared.errors import InvalidInput
 from shared.models import DocumentIn
 
@@ -63,11 +65,14 @@ def _read_jsonl(path: Path, defaults: dict[str, Any]) -> Iterator[DocumentIn]:
         if not line:
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path}:{number}: not JSON: {exc.msg}") from exc
+            record = loads_strict(line, "the line")
+        except StrictJsonError as exc:
+            raise InvalidInput(f"{path}:{number}: {exc}") from exc
         if not isinstance(record, dict):
             raise InvalidInput(f"{path}:{number}: expected a JSON object per line")
+        for alias, name in FIELD_ALIASES.items():
+            if alias in record and name in record:
+                raise InvalidInput(f"{path}:{number}: both {alias!r} and {name!r}: which is meant?")
         record = {FIELD_ALIASES.get(key, key): value for key, value in record.items()}
         if record.get("metadata") == {}:
             record.pop("metadata")

@@ -23,9 +23,10 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from cachetools import TTLCache
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from shared.errors import Forbidden, InvalidInput, ServiceUnavailable, Unauthenticated
+from shared.models import Identifier
 
 KEY_PREFIX = "egk"
 _KEY = re.compile(r"egk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
@@ -127,6 +128,15 @@ def make_key(
     """A new key: what the store keeps, and what its owner is shown once."""
     if (scope == "tenant") != (tenant is not None):
         raise InvalidInput("a tenant key names its tenant; an admin key names none")
+    if tenant is not None:
+        # The key decides the tenant of every request it makes, unchecked after: a key for
+        # "\u00a0alice" would store a tenant no user_id may name.
+        try:
+            TypeAdapter(Identifier).validate_python(tenant)
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"the tenant {tenant!r} is not an identifier: {exc.errors()[0]['msg']}"
+            ) from exc
     key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
     signing_secret = secrets.token_urlsafe(32) if signing else None
     stored = ApiKey(

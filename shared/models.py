@@ -2,13 +2,56 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from shared.ids import default_document_id
+
+# Formats of the OpenAPI document for what its types alone cannot say: a client (or a fuzzer) told
+# the format knows what is taken.
+IDENTIFIER_FORMAT = "identifier"
+READABLE_TEXT_FORMAT = "readable-text"
+
+
+@dataclass(frozen=True, slots=True)
+class InSchema:
+    """Keywords added to a type's JSON schema, for a rule a validator enforces."""
+
+    format: str | None = None
+    description: str | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+    def __get_pydantic_json_schema__(
+        self, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core)
+        keywords = {
+            "format": self.format,
+            "description": self.description,
+            "maxLength": self.max_length,
+            "pattern": self.pattern,
+        }
+        schema.update({key: value for key, value in keywords.items() if value is not None})
+        return schema
+
 
 # Characters no identifier may hold: controls (ids are joined with one), format characters (zero
 # width: "ali\u200bce" would look like "alice"), surrogates, private use, unassigned, and line or
@@ -28,13 +71,22 @@ def _normal_identifier(value: str) -> str:
     return value
 
 
+# What a regular expression can say of the rule (the format says the rest: NFC, assigned): no
+# white space at either end, no control, zero-width, bidi, separator or private-use character.
+_UNSEEN_CLASS = r"\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ue000-\uf8ff"
+IDENTIFIER_PATTERN = rf"^[^\s{_UNSEEN_CLASS}](?:[^{_UNSEEN_CLASS}]*[^\s{_UNSEEN_CLASS}])?$"
+
 Identifier = Annotated[
-    str, StringConstraints(min_length=1, max_length=256), AfterValidator(_normal_identifier)
+    str,
+    StringConstraints(min_length=1, max_length=256),
+    AfterValidator(_normal_identifier),
+    InSchema(format=IDENTIFIER_FORMAT, pattern=IDENTIFIER_PATTERN),
 ]
 ShortText = Annotated[str, StringConstraints(max_length=1024)]
-MetadataValue = str | int | float | bool | None
 METADATA_MAX_KEYS = 64
 METADATA_MAX_CHARS = 4096
+# The length is checked by _bounded_metadata, which names the key.
+MetadataValue = Annotated[str, InSchema(max_length=METADATA_MAX_CHARS)] | int | float | bool | None
 
 
 def _bounded_metadata(metadata: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
@@ -68,6 +120,10 @@ def _not_blank(text: str) -> str:
     return text
 
 
+# Text is taken when it holds something to read; the OpenAPI document names the rule a format.
+ReadableText = Annotated[str, AfterValidator(_not_blank), InSchema(format=READABLE_TEXT_FORMAT)]
+
+
 def _utc(moment: datetime | None) -> datetime | None:
     """A moment without an offset is UTC; one Neo4j cannot store (an offset beyond +-18:00, or a
     moment that is outside years 1-9999 in UTC) is refused here rather than in the write."""
@@ -85,8 +141,23 @@ def _utc(moment: datetime | None) -> datetime | None:
     return moment
 
 
+def _not_a_number(value: Any) -> Any:
+    """A moment is RFC 3339 text (or a datetime), as the OpenAPI document says: pydantic alone would
+    also read a number, or text of one, as seconds since 1970."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value.strip())):
+        raise ValueError("a moment is RFC 3339 text such as 2024-05-01T12:00:00Z, not a number")
+    return value
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
 # A moment as Engram takes it from a caller: UTC when it has no offset, and storable by Neo4j.
-Moment = Annotated[datetime, AfterValidator(_utc)]
+Moment = Annotated[
+    datetime,
+    BeforeValidator(_not_a_number),
+    AfterValidator(_utc),
+    InSchema(description="An offset within +-18:00, and a moment within years 1-9999 in UTC."),
+]
 
 
 def utc_now() -> datetime:
@@ -99,7 +170,7 @@ class DocumentFields(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: Annotated[str, AfterValidator(_not_blank)]
+    text: ReadableText
     id: Identifier | None = Field(None, description="Stable id within the tenant; from the text if absent.")
     project_id: Identifier | None = None
     session_id: Identifier | None = None
@@ -108,8 +179,9 @@ class DocumentFields(BaseModel):
     uri: ShortText | None = None
     memory_type: Identifier = "document"
     tags: list[Identifier] = Field(default_factory=list, max_length=64)
-    importance: float = Field(0.5, ge=0.0, le=1.0)
-    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    # Strict: a number is a number, as the OpenAPI document says (pydantic alone reads false as 0).
+    importance: StrictFloat = Field(0.5, ge=0.0, le=1.0)
+    confidence: StrictFloat = Field(1.0, ge=0.0, le=1.0)
     metadata: Annotated[dict[Identifier, MetadataValue], AfterValidator(_bounded_metadata)] = Field(
         default_factory=dict, max_length=METADATA_MAX_KEYS
     )
@@ -249,9 +321,9 @@ class SearchQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: Annotated[str, StringConstraints(max_length=8192), AfterValidator(_not_blank)]
-    top_k: int | None = Field(None, ge=1)
-    threshold: float | None = Field(None, ge=-1.0, le=1.0)
+    query: Annotated[ReadableText, StringConstraints(max_length=8192)]
+    top_k: StrictInt | None = Field(None, ge=1)
+    threshold: StrictFloat | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
     method: SearchMethod = Field(
         "engram",

@@ -132,14 +132,17 @@ class Neo4jStore:
         """Constraints, range indexes, the fulltext index and the vector index sized to the model.
 
         Refuses to run against a store that holds another model's vectors: that is a migration.
+        The constraints come first: two processes claiming a new store at once (a first search and
+        a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
+        constraint can never be made, so every later write fails.
         """
+        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
+            self._write(statement)
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
             refusal = self.model_claim().refuse_write(model, dimension)
             if refusal is not None:
                 raise refusal
-        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
-            self._write(statement)
         self.ensure_vector_index(dimension, timeout_s)
 
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:

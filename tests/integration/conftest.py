@@ -96,3 +96,18 @@ def api(workers: Workers, keys: KeyMaker) -> Iterator[TestClient]:
 @pytest.fixture
 def tenant() -> str:
     return f"tenant-{uuid.uuid4().hex[:12]}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The API fuzz run's figures and the cross-tenant probes' counts, when they ran."""
+    from tests.integration.fuzz import TALLY
+    from tests.integration.tenants import PROBES
+
+    if TALLY.requests:
+        terminalreporter.section("API fuzz (schemathesis)")
+        for line in TALLY.lines():
+            terminalreporter.write_line(line)
+    if PROBES.count:
+        terminalreporter.section("Cross-tenant probes")
+        for line in PROBES.lines():
+            terminalreporter.write_line(line)

@@ -89,6 +89,13 @@ def test_an_admin_key_must_name_the_tenant() -> None:
         caller.tenant_for(None)
 
 
+@pytest.mark.parametrize("tenant", ["alice ", "\u00a0alice", "alice\u200b", "cafe\u0301", "a\x00b", ""])
+def test_a_key_for_a_look_alike_of_a_tenant_is_not_made(tenant: str) -> None:
+    # A key decides the tenant of its requests unchecked: it may only name a tenant in its one form
+    with pytest.raises(InvalidInput, match="not an identifier"):
+        make_key("n8n", "tenant", tenant, signing=False, now=NOW)
+
+
 def test_the_store_keeps_a_hash_never_the_secret() -> None:
     stored, shown = make_key("n8n", "tenant", "alice", signing=True, now=NOW)
     secret = shown.key.split("_", 2)[2]

@@ -277,3 +277,38 @@ def test_overlap_not_below_size_is_refused(model_tokenizer: Tokenizer) -> None:
         Chunker(model_tokenizer, chunk_size=32, chunk_overlap=32)
     with pytest.raises(ConfigurationError):
         Chunker(model_tokenizer, chunk_size=32, chunk_overlap=40)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x" * 1_000_000,
+        "a" + " " * 100_000 + "b",
+        "e" + "\u0301" * 100_000,
+        "\u200b".join(["word"] * 50_000),
+        ("y" * 150 + " ") * 2_000,
+    ],
+    ids=[
+        "1MB-of-one-character",
+        "a-run-of-spaces",
+        "a-run-of-combining-marks",
+        "zero-width-joined",
+        "unk-words",
+    ],
+)
+def test_no_chunk_holds_more_characters_than_its_bound(
+    text: str, settings: Settings, chunker: Chunker
+) -> None:
+    # Given a text whose characters the model sees as few tokens: one overlong "word" is one [UNK],
+    # white space, combining marks and zero-width characters are no token at all
+
+    # When it is chunked
+    chunks = chunker.chunk(text)
+
+    # Then no chunk is longer than its bound in characters, and each still fits the model
+    assert chunker.max_chars == settings.chunk_size_tokens * 16
+    assert chunks
+    assert max(len(chunk.text) for chunk in chunks) <= chunker.max_chars
+    assert all(0 < chunk.token_count <= settings.chunk_size_tokens for chunk in chunks)
+    _assert_no_empty_chunks(chunks)
+    _assert_in_text_order(chunks, text)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
 import pytest
+from fastapi import Depends, FastAPI, Query
 from fastapi.testclient import TestClient
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from producers.edge import BodyGuard, StrictJsonError, check_json
+from producers.edge import BodyGuard, StrictJsonError, check_json, one_value_each
 
 LIMIT = 1000
 
@@ -98,3 +100,23 @@ def test_a_path_with_a_control_character_is_refused(client: TestClient, path: st
     response = client.post(path, content=b"{}")
     assert response.status_code == 400
     assert "control character" in response.json()["detail"]
+
+
+one_tenant_app = FastAPI(dependencies=[Depends(one_value_each)])
+
+
+@one_tenant_app.get("/items")
+async def items(user_id: str, tag: Annotated[list[str] | None, Query()] = None) -> dict[str, object]:
+    return {"user_id": user_id, "tags": tag}
+
+
+def test_a_query_parameter_of_one_value_given_twice_is_refused_a_list_may_repeat() -> None:
+    # Given an app whose routes take one user_id and a list of tags
+    with TestClient(one_tenant_app) as test_client:
+        # When user_id is given twice, Then it is refused rather than read as the last one
+        twice = test_client.get("/items", params=[("user_id", "bob"), ("user_id", "alice")])
+        assert twice.status_code == 422
+        assert twice.json()["detail"][0]["loc"] == ["query", "user_id"]
+        # And a list parameter repeats as lists do
+        listed = test_client.get("/items", params=[("user_id", "bob"), ("tag", "a"), ("tag", "b")])
+        assert listed.json() == {"user_id": "bob", "tags": ["a", "b"]}

@@ -144,7 +144,7 @@ def test_bad_json_line_is_refused_naming_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput) as exc:
         read_documents([path], DEFAULTS)
 
-    assert str(exc.value).startswith(f"{path}:2: not JSON")
+    assert str(exc.value).startswith(f"{path}:2: the line is not JSON")
 
 
 def test_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:

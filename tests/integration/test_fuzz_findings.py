@@ -1,0 +1,189 @@
+"""What the API fuzzer (test_fuzz_api.py) found, each now answered as the OpenAPI document says,
+against the real app and stack."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from shared.settings import Settings
+from shared.stores.neo4j import Neo4jStore
+from tests.integration.support import APP_URL, DIMENSION, MODEL, cypher, wait_until_finished
+
+pytestmark = pytest.mark.integration
+
+
+def doc(tenant: str, **fields: Any) -> dict[str, Any]:
+    return {"user_id": tenant, "id": "d", "text": "A perfectly fine sentence.", **fields}
+
+
+def test_the_document_names_the_rules_its_types_cannot_say(api: TestClient) -> None:
+    # Given the OpenAPI document
+    spec = api.get("/openapi.json").json()
+    document = spec["components"]["schemas"]["DocumentIn"]["properties"]
+
+    # Then identifiers, readable text and bounded metadata text are told apart from any string
+    assert document["user_id"]["format"] == "identifier"
+    assert document["text"]["format"] == "readable-text"
+    assert document["metadata"]["propertyNames"]["format"] == "identifier"
+    assert {"type": "string", "maxLength": 4096} in document["metadata"]["additionalProperties"]["anyOf"]
+    assert "+-18:00" in document["created_at"]["anyOf"][0]["description"]
+    memory = spec["paths"]["/api/memories/{memory_id}"]["get"]["parameters"][0]
+    assert memory["schema"]["format"] == "uuid"
+
+
+@pytest.mark.parametrize("created_at", [0, 1700000000, 1.5, "1700000000", True])
+def test_a_number_is_not_a_moment(api: TestClient, tenant: str, created_at: object) -> None:
+    # Given a created_at that is a number (pydantic alone read it as seconds since 1970)
+    # When it is posted, Then it is refused, as the document says a moment is date-time text
+    response = api.post("/api/documents", json=doc(tenant, created_at=created_at))
+    assert response.status_code == 422, response.text
+    assert "created_at" in response.text
+    listed = api.get("/api/memories", params={"user_id": tenant, "from_date": "0"})
+    assert listed.status_code == 422, listed.text
+
+
+def test_a_put_whose_body_names_another_document_is_a_documented_conflict(
+    api: TestClient, tenant: str
+) -> None:
+    # Given a PUT whose body's id is not the path's
+    response = api.put("/api/documents/mine", json=doc(tenant, id="other"))
+
+    # Then it is a 409, documented on the operation, and nothing is written under either id
+    assert response.status_code == 409, response.text
+    assert "is not the path's" in response.json()["detail"]
+    spec = api.get("/openapi.json").json()
+    assert "409" in spec["paths"]["/api/documents/{document_id}"]["put"]["responses"]
+    for document_id in ("mine", "other"):
+        assert api.get(f"/api/documents/{document_id}", params={"user_id": tenant}).status_code == 404
+
+
+def test_a_put_whose_body_names_the_same_document_is_taken(api: TestClient, tenant: str) -> None:
+    response = api.put("/api/documents/mine", json=doc(tenant, id="mine"))
+
+    assert response.status_code == 202, response.text
+    wait_until_finished(api, tenant, ["mine"])
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/api/documents/some-id", "DELETE, GET, PUT"),
+        ("/api/documents", "POST"),
+        (f"/api/memories/{uuid.uuid4()}", "DELETE, GET"),
+        ("/api/memories/delete", "POST"),
+        ("/api/memory/semantic-search", "POST"),
+    ],
+)
+def test_a_405_allows_every_method_of_its_path(api: TestClient, path: str, allowed: str) -> None:
+    # Given a path several routes share (GET, PUT and DELETE of a document are three routes)
+    # When a method none of them takes is sent
+    response = api.request("OPTIONS", path)
+
+    # Then the 405's Allow names them all, not only the first route's
+    assert response.status_code == 405
+    assert response.headers["allow"] == allowed
+
+
+def test_memory_ids_in_the_path_are_uuids(api: TestClient, tenant: str) -> None:
+    # "/api/memories/delete" was also GET and DELETE of a memory named "delete"
+    assert api.get("/api/memories/delete", params={"user_id": tenant}).status_code == 405
+    assert api.delete("/api/memories/not-a-uuid", params={"user_id": tenant}).status_code == 404
+    missing = api.get(f"/api/memories/{uuid.uuid4()}", params={"user_id": tenant})
+    assert missing.status_code == 404
+    assert "UUID(" not in missing.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "body"),
+    [
+        ("/api/documents", "importance", {"importance": False}),
+        ("/api/documents", "confidence", {"confidence": "0.5"}),
+        ("/api/memory/semantic-search", "threshold", {"query": "q", "threshold": False}),
+        ("/api/memory/semantic-search", "top_k", {"query": "q", "top_k": True}),
+        ("/api/memory/semantic-search", "top_k", {"query": "q", "top_k": "5"}),
+        ("/api/memories/delete", "everything", {"everything": 0}),
+    ],
+)
+def test_a_value_of_another_type_is_refused_not_converted(
+    api: TestClient, tenant: str, path: str, field: str, body: dict[str, Any]
+) -> None:
+    # Given a body whose number or boolean is of another JSON type (pydantic alone read false as 0)
+    payload = {**doc(tenant), **body} if path == "/api/documents" else {"user_id": tenant, **body}
+
+    # When it is posted, Then it is refused naming the field, and nothing is written
+    response = api.post(path, json=payload)
+    assert response.status_code == 422, response.text
+    assert field in response.text
+    assert api.get("/api/documents/d", params={"user_id": tenant}).status_code == 404
+
+
+def test_the_app_started_again_in_the_same_process_still_answers(api: TestClient, tenant: str) -> None:
+    # Given the app's lifespan ran and ended once more (schemathesis' client does this): it closed
+    # the stores' drivers, which the next requests then used
+    from producers.api import app
+
+    with TestClient(app, base_url=APP_URL, headers=api.headers) as other:
+        assert other.get("/api/memories", params={"user_id": tenant}).status_code == 200
+
+    # When the session's client asks again, Then it is answered from open drivers
+    response = api.get("/api/memories", params={"user_id": tenant})
+    assert response.status_code == 200, response.text
+
+
+def test_an_empty_list_of_documents_is_refused_as_the_document_says(api: TestClient) -> None:
+    spec = api.get("/openapi.json").json()
+    body = spec["paths"]["/api/documents"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"type": "array", "minItems": 1} in [
+        {k: v for k, v in form.items() if k in ("type", "minItems")} for form in body["oneOf"]
+    ]
+    assert api.post("/api/documents", json=[]).status_code == 422
+
+
+def test_a_delete_with_no_filter_is_refused_as_the_document_says(api: TestClient, tenant: str) -> None:
+    # Given the document's rule: a filter with a value, or everything
+    spec = api.get("/openapi.json").json()
+    assert len(spec["components"]["schemas"]["DeleteWhere"]["anyOf"]) == 2
+
+    # When a delete names neither, Then it is refused
+    for body in ({}, {"filters": {}}, {"filters": {"project_id": None}}, {"everything": False}):
+        response = api.post("/api/memories/delete", json={"user_id": tenant, **body})
+        assert response.status_code == 422, response.text
+        assert "no filter given" in response.json()["detail"]
+
+
+def test_stores_claiming_a_new_store_at_once_leave_one_claim(settings: Settings, neo4j_driver: Any) -> None:
+    # Given a store as new: no model claimed, no uniqueness constraint on the claim yet (the fuzz
+    # run's first search and first write bootstrapped it at once: two claims, the constraint could
+    # never be made, and every write failed from then on)
+    cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'embedding'}) DELETE s")
+    stores = [Neo4jStore(settings) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def bootstrap(store: Neo4jStore) -> None:
+        start.wait()
+        store.bootstrap(MODEL, DIMENSION)
+
+    # When six processes bootstrap it at the same moment
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            list(pool.map(bootstrap, stores))
+    finally:
+        for store in stores:
+            store.close()
+
+    # Then there is one claim, and the constraint that keeps it one
+    claims = cypher(
+        neo4j_driver, "MATCH (s:EngramSchema {id: 'embedding'}) RETURN s.embedding_model AS model"
+    )
+    assert claims == [{"model": MODEL}]
+    constraints = cypher(
+        neo4j_driver, "SHOW CONSTRAINTS YIELD name WHERE name = 'engram_schema_id' RETURN name"
+    )
+    assert constraints == [{"name": "engram_schema_id"}]
