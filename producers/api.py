@@ -9,6 +9,7 @@ their own, ``producers.health``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -94,14 +95,20 @@ def authenticator() -> Authenticator:
     )
 
 
+# The search clients of each event loop the app's lifespan runs on (one in a served process).
+_searches: dict[asyncio.AbstractEventLoop, Searches] = {}
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # The searches' Redis client belongs to this event loop: made here, closed here.
-    app.state.searches = Searches.connect(get_settings())
+    loop = asyncio.get_running_loop()
+    _searches[loop] = searches = Searches.connect(get_settings())
     try:
         yield
     finally:
-        await app.state.searches.aclose()
+        _searches.pop(loop, None)
+        await searches.aclose()
         # Closed and forgotten: an app started again in this process (a test client's second
         # lifespan, say) makes new ones rather than use closed drivers.
         authenticator.cache_clear()  # it holds the client's key store
@@ -412,8 +419,14 @@ async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
 async def semantic_search(body: SearchBody, who: CallerDep, http: Request) -> SearchResponse:
     """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
     ``Retry-After`` when ENGRAM_API_MAX_PENDING_SEARCHES already wait in this process."""
-    searches: Searches = http.app.state.searches
-    return await searches.search(body.for_tenant(who.tenant_for(body.user_id)), arrived(http))
+    request = body.for_tenant(who.tenant_for(body.user_id))
+    searches = _searches.get(asyncio.get_running_loop())
+    if searches is not None:
+        return await searches.search(request, arrived(http))
+    # Served on an event loop the app's lifespan did not run on (an in-process test client
+    # without it): a search client for this request alone, as Redis clients belong to their loop.
+    async with Searches.connect(get_settings()) as own:
+        return await own.search(request, arrived(http))
 
 
 @app.get("/api/status", response_model=TenantOverview | dict[str, Any])

@@ -153,7 +153,7 @@ class ResultWaiter:
         if pubsub is not None:
             await pubsub.aclose()
         await self._subscriptions.aclose()
-        await self.commands.aclose()
+        await self.commands.aclose(close_connection_pool=True)  # a pool handed in is kept otherwise
 
     async def _listening(self) -> PubSub:
         """The subscribed connection and its reader, opened by the first watch to need them."""

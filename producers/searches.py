@@ -90,6 +90,12 @@ class Searches:
         # is the workers' backend's, so results read exactly as they were stored.
         return cls(settings, make_app(settings, results=False), waiter)
 
+    async def __aenter__(self) -> Searches:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         await self._waiter.aclose()
         self._sender.close()
