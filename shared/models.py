@@ -323,7 +323,7 @@ class SearchQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[ReadableText, StringConstraints(max_length=8192)]
-    top_k: Annotated[int, BeforeValidator(_a_number)] | None = Field(None, ge=1)
+    top_k: Annotated[int, Field(ge=1), BeforeValidator(_a_number)] | None = None
     threshold: StrictFloat | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
 

@@ -209,3 +209,12 @@ def test_a_whole_number_written_with_a_point_is_an_integer(api: TestClient, tena
     # JSON Schema's integer takes 5.0; so does the search
     response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": 5.0})
     assert response.status_code == 200, response.text
+
+
+def test_the_document_bounds_top_k_as_the_search_does(api: TestClient, tenant: str) -> None:
+    # top_k's minimum was written as "ge", which no JSON Schema reader knows: -2391 looked valid
+    spec = api.get("/openapi.json").json()
+    top_k = spec["components"]["schemas"]["SearchBody"]["properties"]["top_k"]["anyOf"][0]
+    assert top_k == {"type": "integer", "minimum": 1}
+    response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": -2391})
+    assert response.status_code == 422
