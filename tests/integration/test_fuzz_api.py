@@ -117,11 +117,7 @@ def _not_a_violation_as_sent(case: Any, failure: Failure) -> bool:
     query = case.query if isinstance(case.query, dict) else {}
     named = [name for name in query if f"parameter `{name}` in query" in failure.message]
     values = [v for name in named for v in (query[name] if isinstance(query[name], list) else [query[name]])]
-    return (
-        bool(named)
-        and case.body is None
-        and all(isinstance(v, bool | int | float) or v is None for v in values)
-    )
+    return bool(named) and all(isinstance(v, bool | int | float) or v is None for v in values)
 
 
 def _record(response: Any, failures: list[Failure]) -> None:
