@@ -37,6 +37,7 @@ from producers.searches import Searches
 from shared.auth import Authenticator, Caller
 from shared.errors import (
     DocumentTooLarge,
+    DuplicateDocument,
     Forbidden,
     InvalidInput,
     Overloaded,
@@ -209,7 +210,8 @@ def _allowed_methods(scope: Scope) -> str:
 
 @app.exception_handler(InvalidInput)
 async def invalid_input(_: Request, exc: InvalidInput) -> Response:
-    return problem(413 if isinstance(exc, DocumentTooLarge) else 422, str(exc))
+    status = 413 if isinstance(exc, DocumentTooLarge) else 409 if isinstance(exc, DuplicateDocument) else 422
+    return problem(status, str(exc))
 
 
 @app.exception_handler(Unauthenticated)
@@ -280,7 +282,12 @@ IngestBody = Annotated[
 ]
 
 
-@app.post("/api/documents", status_code=202, response_model=IngestAccepted)
+@app.post(
+    "/api/documents",
+    status_code=202,
+    response_model=IngestAccepted,
+    responses={409: _problem("The same document twice in one request (two versions of it at once).")},
+)
 async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
     """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
     document is the key's tenant's: one naming another tenant refuses the whole request (403)."""

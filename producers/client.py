@@ -18,7 +18,7 @@ import redis
 from celery import Celery
 
 from shared.auth import NewKey, make_key
-from shared.errors import DocumentTooLarge, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.errors import DocumentTooLarge, DuplicateDocument, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import (
     DeleteResult,
@@ -132,7 +132,7 @@ class EngramClient:
             check_document(document, self.settings)
             key = document_key(document.user_id, document.document_id)
             if key in seen:
-                raise InvalidInput(f"document {document.document_id!r} appears twice in one request")
+                raise DuplicateDocument(f"document {document.document_id!r} appears twice in one request")
             seen.add(key)
         version = self._versions.next()
         size = batch_documents or self.settings.ingest_batch_documents

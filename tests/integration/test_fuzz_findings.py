@@ -25,13 +25,15 @@ def doc(tenant: str, **fields: Any) -> dict[str, Any]:
 def test_the_document_names_the_rules_its_types_cannot_say(api: TestClient) -> None:
     # Given the OpenAPI document
     spec = api.get("/openapi.json").json()
-    document = spec["components"]["schemas"]["DocumentIn"]["properties"]
+    document = spec["components"]["schemas"]["DocumentBody"]["properties"]
 
     # Then identifiers, readable text and bounded metadata text are told apart from any string
-    assert document["user_id"]["format"] == "identifier"
+    assert document["user_id"]["anyOf"][0]["format"] == "identifier"  # optional: the key names it
     assert document["text"]["format"] == "readable-text"
     assert document["metadata"]["propertyNames"]["format"] == "identifier"
-    assert {"type": "string", "maxLength": 4096} in document["metadata"]["additionalProperties"]["anyOf"]
+    # (pydantic writes the values' schema under the keys' pattern)
+    values = next(iter(document["metadata"]["patternProperties"].values()))
+    assert {"type": "string", "maxLength": 4096} in values["anyOf"]
     assert "+-18:00" in document["created_at"]["anyOf"][0]["description"]
     memory = spec["paths"]["/api/memories/{memory_id}"]["get"]["parameters"][0]
     assert memory["schema"]["format"] == "uuid"
@@ -187,3 +189,32 @@ def test_stores_claiming_a_new_store_at_once_leave_one_claim(settings: Settings,
         neo4j_driver, "SHOW CONSTRAINTS YIELD name WHERE name = 'engram_schema_id' RETURN name"
     )
     assert constraints == [{"name": "engram_schema_id"}]
+
+
+def test_the_same_document_twice_in_one_request_is_a_documented_conflict(
+    api: TestClient, tenant: str
+) -> None:
+    # Given two documents of one request that are one document (same id, or same text and no id)
+    for body in ([doc(tenant), doc(tenant, text="Another text.")], [{"user_id": tenant, "text": "0"}] * 2):
+        # When posted, Then it is a 409, documented on the operation, and nothing is written
+        response = api.post("/api/documents", json=body)
+        assert response.status_code == 409, response.text
+        assert "appears twice" in response.json()["detail"]
+    spec = api.get("/openapi.json").json()
+    assert "409" in spec["paths"]["/api/documents"]["post"]["responses"]
+    assert api.get("/api/documents/d", params={"user_id": tenant}).status_code == 404
+
+
+def test_a_whole_number_written_with_a_point_is_an_integer(api: TestClient, tenant: str) -> None:
+    # JSON Schema's integer takes 5.0; so does the search
+    response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": 5.0})
+    assert response.status_code == 200, response.text
+
+
+def test_the_document_bounds_top_k_as_the_search_does(api: TestClient, tenant: str) -> None:
+    # top_k's minimum was written as "ge", which no JSON Schema reader knows: -2391 looked valid
+    spec = api.get("/openapi.json").json()
+    top_k = spec["components"]["schemas"]["SearchBody"]["properties"]["top_k"]["anyOf"][0]
+    assert top_k == {"type": "integer", "minimum": 1}
+    response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": -2391})
+    assert response.status_code == 422
