@@ -7,6 +7,7 @@ all in or not at all. Driver errors leave this module as ``shared.errors`` types
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -48,6 +49,13 @@ from shared.stores.base import (
 )
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
+SCHEMA_MADE_MEANWHILE = frozenset(
+    {
+        "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+        "Neo.ClientError.Schema.IndexAlreadyExists",
+        "Neo.ClientError.Schema.ConstraintAlreadyExists",
+    }
+)
 Row = dict[str, Any]
 
 
@@ -90,6 +98,7 @@ class Neo4jStore:
         self._settings = settings
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
+        self._schema_lock = threading.Lock()
         self._retry_base_s = 5
         self._retry_cap_s = settings.reconcile_interval_s * 4
         self._driver = driver or GraphDatabase.driver(
@@ -137,7 +146,7 @@ class Neo4jStore:
         constraint can never be made, so every later write fails.
         """
         for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
-            self._write(statement)
+            self._schema(statement)
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
             refusal = self.model_claim().refuse_write(model, dimension)
@@ -155,8 +164,18 @@ class Neo4jStore:
             )
         if not existing:
             statement = q.CREATE_VECTOR_INDEX.format(dimension=int(dimension))
-            self._write(statement)
+            self._schema(statement)
         self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+
+    def _schema(self, statement: LiteralString) -> None:
+        """A schema statement. Processes making a new store's schema at the same moment (the write
+        worker's threads, a first search) race: Neo4j refuses the rule a loser creates although
+        ``IF NOT EXISTS``, as one like it was made meanwhile. That rule is the one wanted."""
+        try:
+            self._write(statement)
+        except GraphStoreRejected as exc:
+            if getattr(exc.__cause__, "code", None) not in SCHEMA_MADE_MEANWHILE:
+                raise
 
     def model_claim(self) -> ModelClaim:
         """The store's model and the migration, as writers and searches check them."""
@@ -176,11 +195,12 @@ class Neo4jStore:
         return (rows[0]["model"], int(rows[0]["dimension"])) if rows else None
 
     def ensure_schema(self, model: str, dimension: int) -> None:
-        """The schema for this model, made once per store object."""
-        if (model, dimension) not in self._schema_ready:
-            self.bootstrap(model, dimension)
-            self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
-            self._schema_ready.add((model, dimension))
+        """The schema for this model, made once per store object (by one of its threads)."""
+        with self._schema_lock:
+            if (model, dimension) not in self._schema_ready:
+                self.bootstrap(model, dimension)
+                self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
+                self._schema_ready.add((model, dimension))
 
     # Ingestion.
 
