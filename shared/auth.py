@@ -18,7 +18,7 @@ import hmac
 import re
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, Protocol
 
@@ -110,9 +110,6 @@ class Caller(BaseModel):
         if named is None:
             raise InvalidInput("user_id is required with an admin key (it names the tenant)")
         return named
-
-    def tenants_for(self, named: Sequence[str | None]) -> list[str]:
-        return [self.tenant_for(name) for name in named]
 
 
 LOCAL_CALLER = Caller(key_id=None)

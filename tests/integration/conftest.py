@@ -8,13 +8,15 @@ its owner is paused. Every test works in a tenant of its own, so tests never see
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import neo4j
 import pytest
 import redis
 from fastapi.testclient import TestClient
 
+from producers import api as api_module
+from producers import health
 from shared.auth import NewKey
 from shared.redis_client import connect
 from shared.settings import Settings
@@ -111,3 +113,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("Cross-tenant probes")
         for line in PROBES.lines():
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def use_settings() -> Iterator[Callable[[Settings], None]]:
+    """Makes /healthz probe with these settings until the test ends."""
+    made: list[health.Probes] = []
+
+    def use(settings: Settings) -> None:
+        made.append(health.default_probes(settings))
+        api_module.app.dependency_overrides[api_module.probes] = lambda: made[-1]
+
+    yield use
+    api_module.app.dependency_overrides.clear()
+    for probes in made:
+        probes.close()

@@ -6,16 +6,15 @@ Against the real app, Neo4j (where keys live), Redis and workers.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from producers.api import authenticator
 from shared.auth import signature
 from tests.integration.support import KeyMaker, wait_until_finished
+from tests.integration.tenants import client_with
 
 pytestmark = pytest.mark.integration
 
@@ -34,60 +33,23 @@ OPERATIONS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-class Acting:
-    """The session's client of the app, sending other credentials: its own key, another header,
-    or none (the app's lifespan, and the event loop its search clients live on, are the session's)."""
-
-    def __init__(self, api: TestClient, headers: dict[str, str]) -> None:
-        self._api = api
-        self._headers = {"Authorization": "", **headers}
-
-    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        headers = {**self._headers, **kwargs.pop("headers", {})}
-        return self._api.request(method, url, headers=headers, **kwargs)
-
-    def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
-
-    def put(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("PUT", url, **kwargs)
-
-    def delete(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("DELETE", url, **kwargs)
-
-
-@pytest.fixture
-def acting(api: TestClient) -> Callable[..., Acting]:
-    def make(key: str | None = None, **headers: str) -> Acting:
-        if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
-        return Acting(api, headers)
-
-    return make
-
-
-def post_document(client: Acting | TestClient, **document: Any) -> Any:
+def post_document(client: TestClient, **document: Any) -> Any:
     return client.post("/api/documents", json=document)
 
 
 @pytest.mark.parametrize(("method", "path", "kwargs"), OPERATIONS)
 def test_an_anonymous_request_is_refused_on_every_operation(
-    api: TestClient, method: str, path: str, kwargs: dict[str, Any], acting: Callable[..., Acting]
+    api: TestClient, method: str, path: str, kwargs: dict[str, Any]
 ) -> None:
-    response = acting().request(method, path, **kwargs)
+    response = client_with().request(method, path, **kwargs)
 
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert "API key is required" in response.json()["detail"]
 
 
-def test_healthz_needs_no_key_and_an_unknown_host_is_refused(
-    api: TestClient, acting: Callable[..., Acting]
-) -> None:
-    assert acting().get("/healthz").status_code == 200
+def test_healthz_needs_no_key_and_an_unknown_host_is_refused(api: TestClient) -> None:
+    assert client_with().get("/healthz").status_code == 200
     # DNS rebinding: a page of evil.test resolving to 127.0.0.1 sends Host: evil.test
     response = api.get("/api/status", headers={"host": "evil.test"})
     assert response.status_code == 400
@@ -96,10 +58,10 @@ def test_healthz_needs_no_key_and_an_unknown_host_is_refused(
 
 
 def test_a_tenant_key_writes_reads_and_searches_its_own_tenant_without_naming_it(
-    api: TestClient, keys: KeyMaker, tenant: str, acting: Callable[..., Acting]
+    api: TestClient, keys: KeyMaker, tenant: str
 ) -> None:
     # Given a key for the tenant
-    alice = acting(keys(tenant).key)
+    alice = client_with(keys(tenant).key)
     # When it posts a document naming no tenant
     response = post_document(alice, id="note", text="The boiler service is booked for Tuesday morning.")
     assert response.status_code == 202, response.text
@@ -122,13 +84,13 @@ def test_a_tenant_key_writes_reads_and_searches_its_own_tenant_without_naming_it
 
 
 def test_a_tenant_key_naming_another_tenant_is_refused_and_changes_nothing(
-    api: TestClient, keys: KeyMaker, tenant: str, acting: Callable[..., Acting]
+    api: TestClient, keys: KeyMaker, tenant: str
 ) -> None:
     # Given a key for the tenant, and another tenant holding a document
     victim = f"{tenant}-victim"
     assert post_document(api, user_id=victim, id="secret", text="The safe code is 4711.").status_code == 202
     wait_until_finished(api, victim, ["secret"])
-    mallory = acting(keys(tenant).key)
+    mallory = client_with(keys(tenant).key)
     # When the key names the other tenant anywhere, in any form
     probes = [
         mallory.post("/api/documents", json={"user_id": victim, "id": "secret", "text": "overwritten"}),
@@ -166,19 +128,15 @@ def test_an_admin_key_names_the_tenant_and_sees_the_whole_store(api: TestClient,
     assert {"queues", "vector_sync", "sync_health"} <= set(overview)
 
 
-def test_the_key_works_in_x_api_key_as_n8n_header_auth_sends_it(
-    keys: KeyMaker, tenant: str, acting: Callable[..., Acting]
-) -> None:
-    n8n = acting(**{"X-API-Key": keys(tenant).key})
+def test_the_key_works_in_x_api_key_as_n8n_header_auth_sends_it(keys: KeyMaker, tenant: str) -> None:
+    n8n = client_with(**{"X-API-Key": keys(tenant).key})
     assert n8n.get("/api/status").json()["user_id"] == tenant
 
 
-def test_a_revoked_key_is_refused(
-    api: TestClient, keys: KeyMaker, tenant: str, acting: Callable[..., Acting]
-) -> None:
+def test_a_revoked_key_is_refused(api: TestClient, keys: KeyMaker, tenant: str) -> None:
     # Given a key in use
     made = keys(tenant)
-    client = acting(made.key)
+    client = client_with(made.key)
     assert client.get("/api/status").status_code == 200
     # When it is revoked (engram keys revoke), and the app's few seconds of cache have passed
     from producers.client import EngramClient
@@ -193,12 +151,10 @@ def test_a_revoked_key_is_refused(
     # Then it is refused, and a forged secret for a live id is too
     assert client.get("/api/status").status_code == 401
     live = keys(tenant)
-    assert acting(live.key[:-2] + "zz").get("/api/status").status_code == 401
+    assert client_with(live.key[:-2] + "zz").get("/api/status").status_code == 401
 
 
-def test_a_signed_webhook_lands_in_its_keys_tenant_once(
-    api: TestClient, keys: KeyMaker, tenant: str, acting: Callable[..., Acting]
-) -> None:
+def test_a_signed_webhook_lands_in_its_keys_tenant_once(api: TestClient, keys: KeyMaker, tenant: str) -> None:
     # Given a key made with a signing secret, and a body signed with it
     made = keys(tenant, signing=True)
     assert made.signing_secret is not None
@@ -210,7 +166,7 @@ def test_a_signed_webhook_lands_in_its_keys_tenant_once(
         "x-engram-timestamp": timestamp,
         "x-engram-signature": signature(made.signing_secret, timestamp, body),
     }
-    hook = acting()
+    hook = client_with()
     # When it is posted
     response = hook.post("/api/documents", content=body, headers=headers)
     # Then it is accepted for the key's tenant

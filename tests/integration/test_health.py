@@ -7,33 +7,16 @@ services other tests use are left alone.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
 
-from producers import api as api_module
-from producers import health
 from shared.settings import Settings
 
 pytestmark = pytest.mark.integration
 
 NOTHING_LISTENS = "127.0.0.1:9"  # the discard port: refused at once
-
-
-@pytest.fixture
-def use_settings() -> Iterator[Callable[[Settings], None]]:
-    """Makes /healthz probe with these settings until the test ends."""
-    made: list[health.Probes] = []
-
-    def use(settings: Settings) -> None:
-        made.append(health.default_probes(settings))
-        api_module.app.dependency_overrides[api_module.probes] = lambda: made[-1]
-
-    yield use
-    api_module.app.dependency_overrides.clear()
-    for probes in made:
-        probes.close()
 
 
 def test_every_service_and_queue_is_reported_up(api: TestClient) -> None:

@@ -14,8 +14,6 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from producers import api as api_module
-from producers import health
 from shared.settings import Settings
 from tests.integration.support import Workers, wait_until_finished
 
@@ -94,25 +92,11 @@ def test_the_pipeline_works_with_the_password(api: TestClient, tenant: str) -> N
     assert found.json()["results"][0]["document_id"] == "ledger"
 
 
-@pytest.fixture
-def probes_of() -> Iterator[Callable[[Settings], None]]:
-    made: list[health.Probes] = []
-
-    def use(settings: Settings) -> None:
-        made.append(health.default_probes(settings))
-        api_module.app.dependency_overrides[api_module.probes] = lambda: made[-1]
-
-    yield use
-    api_module.app.dependency_overrides.clear()
-    for probes in made:
-        probes.close()
-
-
 def test_healthz_reports_redis_down_when_it_refuses_the_password(
-    api: TestClient, settings: Settings, probes_of: Callable[[Settings], None]
+    api: TestClient, settings: Settings, use_settings: Callable[[Settings], None]
 ) -> None:
     # Given probes without the password
-    probes_of(settings.model_copy(update={"redis_password": None}))
+    use_settings(settings.model_copy(update={"redis_password": None}))
 
     # When the app is asked how it is
     response = api.get("/healthz")
