@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.search.text import term_counts
+from shared.search.text import stems, term_counts
 
 K1 = 1.2
 B = 0.75
@@ -28,7 +28,7 @@ class TermStats:
     average_length: float
     """Their mean length, in the model's tokens (``token_count``)."""
     document_frequency: Mapping[str, int]
-    """How many of them hold each word."""
+    """How many of them hold each term (a word's stem, as the index holds it)."""
 
     def idf(self, term: str) -> float:
         """Lucene's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5))."""
@@ -37,21 +37,21 @@ class TermStats:
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def bm25(terms: Sequence[str], content: str, stats: TermStats, length: int | None = None) -> float:
-    """BM25 (k1 1.2, b 0.75, Lucene's formula) of the query's words in a text; ``length`` in the
-    unit of ``stats.average_length`` (its words when not given)."""
+def bm25(words: Sequence[str], content: str, stats: TermStats, length: int | None = None) -> float:
+    """BM25 (k1 1.2, b 0.75, Lucene's formula) of the query's words in a text, each word as its
+    stem; ``length`` in the unit of ``stats.average_length`` (its terms when not given)."""
     counts: Counter[str] = term_counts(content)
     size = sum(counts.values()) if length is None else length
     norm = K1 * (1.0 - B + B * size / max(stats.average_length, 1.0))
     score = 0.0
-    for term, times in Counter(terms).items():
+    for term, times in Counter(stems(words)).items():
         tf = counts.get(term, 0)
         if tf:
             score += times * stats.idf(term) * tf * (K1 + 1.0) / (tf + norm)
     return score
 
 
-def bm25_ceiling(terms: Sequence[str], stats: TermStats) -> float:
+def bm25_ceiling(words: Sequence[str], stats: TermStats) -> float:
     """The most BM25 the query can give a memory: every word, many times, in a short text. A
     fixed scale per query, so a keyword score can be read as a share of it."""
-    return sum(times * stats.idf(term) * (K1 + 1.0) for term, times in Counter(terms).items())
+    return sum(times * stats.idf(term) * (K1 + 1.0) for term, times in Counter(stems(words)).items())

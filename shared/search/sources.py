@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from shared.models import Memory, SearchFilters
 from shared.search.bm25 import TermStats
 from shared.search.records import Candidate, Hit
-from shared.search.text import tenant_query, tenant_term_queries
+from shared.search.text import stem, tenant_query, tenant_term_queries
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]
@@ -191,24 +191,25 @@ class TenantStats:
         self._tenants: OrderedDict[str, tuple[float, tuple[int, float]]] = OrderedDict()
         self._terms: OrderedDict[tuple[str, str], tuple[float, int]] = OrderedDict()
 
-    def stats(self, user_id: str, terms: Iterable[str]) -> TermStats:
+    def stats(self, user_id: str, words: Iterable[str]) -> TermStats:
+        """The tenant's statistics for the query's words, each counted as its stem."""
         now = time.monotonic()
         tenant = self._fresh(self._tenants, user_id, now)
         if tenant is None:
             tenant = self._store.tenant_stats(user_id)
             self._keep(self._tenants, user_id, tenant, now)
-        wanted = sorted(set(terms))
         frequencies: dict[str, int] = {}
         missing = []
-        for term in wanted:
-            known = self._fresh(self._terms, (user_id, term), now)
+        for word in sorted(set(words)):
+            known = self._fresh(self._terms, (user_id, stem(word)), now)
             if known is None:
-                missing.append(term)
+                missing.append(word)
             else:
-                frequencies[term] = known
+                frequencies[stem(word)] = known
         if missing:
-            counted = self._store.term_frequencies(user_id, tenant_term_queries(user_id, missing), self._cap)
-            for term in missing:
+            queries = tenant_term_queries(user_id, missing)
+            counted = self._store.term_frequencies(user_id, queries, self._cap)
+            for term in queries:
                 frequencies[term] = counted.get(term, 0)
                 self._keep(self._terms, (user_id, term), frequencies[term], now)
         return TermStats(tenant[0], tenant[1], frequencies)

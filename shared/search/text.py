@@ -1,18 +1,29 @@
-"""Words of queries and memories, as the fulltext index (Lucene's standard analyser) reads them,
+"""Words of queries and memories, as the fulltext index (Lucene's English analyser) reads them,
 and the Lucene queries made of them.
 
-No operator or syntax from a user ever reaches Lucene: a query is only its words. Han and
-Hiragana characters are a word each (the analyser's rule); other words are runs of letters and
-digits, lower-cased.
+The index holds each word's stem (Porter's algorithm, as Lucene's ``PorterStemFilter``), without
+English stop words or a possessive ``'s``: "hiking", "hiked" and "hikes" are one term, so a memory
+is found by the forms of its words a person says. Keyword scores are computed here, with the same
+analysis, so they agree with what the index matched.
+
+No operator or syntax from a user ever reaches Lucene: a query is only its words, sent as they
+were said (the index stems them itself; a stem stemmed again is not always the same stem). Han
+and Hiragana characters are a word each (the analyser's rule); other words are runs of letters and
+digits, an apostrophe inside kept, lower-cased.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+import snowballstemmer
 
 _IDEOGRAPHS = "\u2e80-\u2fff\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+", re.UNICODE)
+_TOKEN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+(?:['\u2019][^\W{_IDEOGRAPHS}]+)*", re.UNICODE)
+_POSSESSIVE = re.compile(r"['\u2019]s$")
 _WORD = re.compile(r"\w+", re.UNICODE)
 _LUCENE_OPERATORS = {"AND", "OR", "NOT", "TO"}
 
@@ -62,8 +73,21 @@ STOP_WORDS = frozenset(
 
 
 def tokens(text: str) -> list[str]:
-    """The words of a text, lower-cased, in order."""
-    return [token.lower() for token in _TOKEN.findall(text)]
+    """The words of a text, lower-cased, in order, without a possessive ``'s``."""
+    return [_POSSESSIVE.sub("", token.lower()) for token in _TOKEN.findall(text)]
+
+
+_STEMMER = snowballstemmer.stemmer("porter")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The term the index holds for a word: its Porter stem."""
+    return str(_STEMMER.stemWord(word))
+
+
+def stems(words: Iterable[str]) -> list[str]:
+    return [stem(word) for word in words]
 
 
 def query_terms(text: str) -> list[str]:
@@ -81,7 +105,8 @@ def query_terms(text: str) -> list[str]:
 
 
 def term_counts(text: str) -> Counter[str]:
-    return Counter(tokens(text))
+    """The terms the index holds for a text, counted: stems of its words, stop words left out."""
+    return Counter(stem(word) for word in tokens(text) if word not in STOP_WORDS)
 
 
 def _phrase(value: str) -> str:
@@ -97,9 +122,13 @@ def tenant_query(user_id: str, terms: list[str]) -> str | None:
     return f"user_id:{_phrase(user_id)} AND content:({' '.join(_phrase(w) for w in words)})"
 
 
-def tenant_term_queries(user_id: str, terms: list[str]) -> dict[str, str]:
-    """One Lucene query per distinct term: the tenant's memories holding it (to count them)."""
-    return {word: f"user_id:{_phrase(user_id)} AND content:{_phrase(word)}" for word in sorted(set(terms))}
+def tenant_term_queries(user_id: str, words: list[str]) -> dict[str, str]:
+    """One Lucene query per distinct term (stem), keyed by it: the tenant's memories holding it (to
+    count them). The query names one of the words said, which the index stems itself."""
+    said: dict[str, str] = {}
+    for word in sorted(set(words)):
+        said.setdefault(stem(word), word)
+    return {term: f"user_id:{_phrase(user_id)} AND content:{_phrase(word)}" for term, word in said.items()}
 
 
 def fulltext_query(text: str) -> str | None:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from shared.stores.neo4j_queries import MEMORY_FILTER, VECTOR_INDEX
 
-# The content and the tenant in one fulltext index: a query names both fields.
-FULLTEXT_INDEX = "memory_content_tenant"
-OLD_FULLTEXT_INDEX = "memory_content"
+# The content and the tenant in one fulltext index, read by Lucene's English analyser (stems, no
+# stop words): a query names both fields. An earlier version's index (the standard analyser) is
+# dropped first: Neo4j takes any fulltext index on the same properties for this one and would not
+# make it. Bootstrap then waits until the new one is online.
+FULLTEXT_INDEX = "memory_content_english"
+OLD_FULLTEXT_INDEXES = ("memory_content_tenant", "memory_content")
 FULLTEXT_SCHEMA = (
-    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content, m.user_id]",
-    f"DROP INDEX {OLD_FULLTEXT_INDEX} IF EXISTS",
+    *(f"DROP INDEX {old} IF EXISTS" for old in OLD_FULLTEXT_INDEXES),
+    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content, m.user_id] "
+    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 
 FIELDS = """

@@ -7,6 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
+from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
 from tests.integration.support import MODEL, Workers, cypher, qdrant_reader, wait_until_finished
 
 pytestmark = pytest.mark.integration
@@ -105,13 +106,15 @@ def test_ingest_lands_in_both_stores_with_relations_indexes_and_sync(
         row["type"]: row["state"]
         for row in cypher(
             neo4j_driver,
-            "SHOW INDEXES YIELD name, type, state WHERE name IN ['memory_embedding', 'memory_content_tenant'] RETURN type, state",
+            "SHOW INDEXES YIELD name, type, state WHERE name IN ['memory_embedding', $fulltext] RETURN type, state",
+            fulltext=FULLTEXT_INDEX,
         )
     }
     assert indexes == {"VECTOR": "ONLINE", "FULLTEXT": "ONLINE"}
     hits = cypher(
         neo4j_driver,
-        "CALL db.index.fulltext.queryNodes('memory_content_tenant', 'badger') YIELD node WHERE node.user_id = $u RETURN count(node) AS n",
+        "CALL db.index.fulltext.queryNodes($fulltext, 'badger') YIELD node WHERE node.user_id = $u RETURN count(node) AS n",
+        fulltext=FULLTEXT_INDEX,
         u=tenant,
     )
     assert hits[0]["n"] >= 1

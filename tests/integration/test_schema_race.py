@@ -10,6 +10,7 @@ import pytest
 
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
 from tests.integration.support import DIMENSION, MODEL, cypher
 
 pytestmark = pytest.mark.integration
@@ -45,3 +46,27 @@ def _bootstrap(store: Neo4jStore) -> str:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "ok"
+
+
+def test_a_store_of_an_earlier_version_gets_the_english_fulltext_index(
+    settings: Settings, neo4j_driver: neo4j.Driver
+) -> None:
+    # Given a store whose fulltext index is an earlier version's (the standard analyser, same properties)
+    cypher(neo4j_driver, f"DROP INDEX {FULLTEXT_INDEX} IF EXISTS")
+    cypher(
+        neo4j_driver,
+        "CREATE FULLTEXT INDEX memory_content_tenant FOR (m:Memory) ON EACH [m.content, m.user_id]",
+    )
+    store = Neo4jStore(settings)
+    try:
+        # When a process of this version makes the schema
+        store.bootstrap(MODEL, DIMENSION)
+    finally:
+        store.close()
+
+    # Then the English index is online in its place (Neo4j would not make it beside the old one)
+    rows = cypher(
+        neo4j_driver, "SHOW FULLTEXT INDEXES YIELD name, state, options RETURN name, state, options"
+    )
+    assert [(r["name"], r["state"]) for r in rows] == [(FULLTEXT_INDEX, "ONLINE")]
+    assert rows[0]["options"]["indexConfig"]["fulltext.analyzer"] == "english"

@@ -4,14 +4,14 @@ tenant's data changes nothing in a tenant's scores, and every explanation is the
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any
 
 import neo4j
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.search.text import query_terms, tokens
+from shared.search.text import query_terms, stems, term_counts
+from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
 from tests.integration.support import cypher, wait_until_finished
 
 pytestmark = pytest.mark.integration
@@ -79,9 +79,10 @@ def test_a_one_percent_tenant_is_found_on_both_sides_and_no_other_tenant_moves_i
     # (Lucene's limit over every tenant, the old way, would have left it no keyword candidate)
     crowded = cypher(
         neo4j_driver,
-        "CALL db.index.fulltext.queryNodes('memory_content_tenant', 'content:(otter swimming river)', {limit: 12}) "
+        "CALL db.index.fulltext.queryNodes($fulltext, 'content:(otter swimming river)', {limit: 12}) "
         "YIELD node RETURN count(CASE WHEN node.user_id = $u THEN 1 END) AS mine",
         u=tenant,
+        fulltext=FULLTEXT_INDEX,
     )
     assert crowded[0]["mine"] == 0
 
@@ -99,11 +100,11 @@ def test_the_keyword_score_is_bm25_with_the_tenants_own_statistics(
         u=tenant,
     )
     average = sum(r["n"] for r in rows) / len(rows)
-    terms = query_terms(QUERY)
-    df = {t: sum(t in tokens(r["content"]) for r in rows) for t in set(terms)}
+    terms = stems(query_terms(QUERY))
+    df = {t: sum(t in term_counts(r["content"]) for r in rows) for t in set(terms)}
     expected = {}
     for r in rows:
-        counts = Counter(tokens(r["content"]))
+        counts = term_counts(r["content"])
         score = 0.0
         for t in terms:
             if counts[t]:
@@ -152,3 +153,21 @@ def test_neighbours_and_the_token_budget(api: TestClient, tenant: str) -> None:
     budgeted = search(api, query="where is the buried treasure", user_id=tenant, top_k=5, token_budget=300)
     assert budgeted["context_tokens"] <= 300 and budgeted["context"].startswith("[1] ")
     assert 1 <= budgeted["count"] < 5
+
+
+def test_the_keyword_side_finds_a_memory_by_another_form_of_its_words(api: TestClient, tenant: str) -> None:
+    # Given conversation turns that say "hiked" and "Alice's", and one about something else
+    turns = [
+        "Alice's brother hiked up Mount Tam on Saturday.",
+        "We booked the dentist for Tuesday at nine.",
+        "The stock of flour ran out at the bakery.",
+    ]
+    post(api, [{"user_id": tenant, "id": f"turn-{i}", "text": text} for i, text in enumerate(turns)])
+
+    # When the keyword side alone is asked in other forms of those words
+    answer = search(api, query="when did alice go hiking", user_id=tenant, top_k=3, method="bm25")
+
+    # Then the fulltext index (stems) finds the turn, and its keyword score counts both words
+    assert [r["document_id"] for r in answer["results"]] == ["turn-0"]
+    one_word = search(api, query="hiking", user_id=tenant, top_k=3, method="bm25")["results"][0]
+    assert answer["results"][0]["explanation"]["keyword"] > one_word["explanation"]["keyword"] > 0

@@ -78,6 +78,17 @@ def test_bm25_counts_a_repeated_query_word_twice_and_a_missing_word_not_at_all()
     assert bm25(["badger"], "otter on rocks here", stats) == 0.0
 
 
+def test_bm25_matches_another_form_of_a_word() -> None:
+    # Given the tenant's statistics counted by stem, as the English index counts them
+    stats = TermStats(10, 4.0, {"hike": 2, "mountain": 1})
+
+    # Then a query saying "hiking mountains" scores a memory saying "hiked" and "mountain"
+    assert bm25(["hiking", "mountains"], "we hiked a mountain", stats) == pytest.approx(
+        bm25(["hike", "mountain"], "we hike a mountain", stats)
+    )
+    assert bm25(["hiking"], "we hiked a mountain", stats) > 0
+
+
 def test_a_longer_memory_scores_less_for_the_same_matches() -> None:
     stats = TermStats(10, 4.0, {"otter": 2})
 

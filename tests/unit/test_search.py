@@ -11,7 +11,7 @@ import pytest
 
 from shared.embedding.base import Embedder, Vectors, normalise
 from shared.search import QueryEmbeddingCache, fulltext_query
-from shared.search.text import query_terms, tenant_query, tokens
+from shared.search.text import query_terms, stem, tenant_query, tenant_term_queries, term_counts, tokens
 
 
 class CountingEmbedder:
@@ -151,6 +151,37 @@ def test_a_query_of_stop_words_only_keeps_them() -> None:
 
 def test_han_characters_are_a_word_each_as_lucene_reads_them() -> None:
     assert tokens("Zoë met 東京 2024") == ["zoë", "met", "東", "京", "2024"]
+
+
+def test_a_word_keeps_an_inner_apostrophe_and_loses_a_possessive() -> None:
+    assert tokens("Alice's dog doesn't bark; James\u2019s does") == [
+        "alice",
+        "dog",
+        "doesn't",
+        "bark",
+        "james",
+        "does",
+    ]
+
+
+def test_the_terms_of_a_text_are_its_stems_without_stop_words() -> None:
+    # Given one activity said four ways, as people say it in conversation
+    counts = term_counts("We went hiking. She hikes, he hiked, and Alice's hike is the longest")
+
+    # Then the index's terms count it four times, and "the", "and", "is" not at all
+    assert counts[stem("hiking")] == counts["hike"] == 4
+    assert counts["alic"] == 1
+    assert not {"the", "and", "is"} & set(counts)
+
+
+def test_each_term_is_counted_once_by_a_word_that_was_said() -> None:
+    # "hikes" and "hiking" are one term; the index stems the word sent, so a word is sent as said
+    queries = tenant_term_queries("alice", ["hiking", "hikes", "used"])
+
+    assert queries == {
+        "hike": 'user_id:"alice" AND content:"hikes"',
+        "us": 'user_id:"alice" AND content:"used"',
+    }
 
 
 def test_tenant_query_quotes_the_tenant_and_every_word() -> None:
