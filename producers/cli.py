@@ -149,12 +149,23 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true", help="print one JSON object")
     evaluation.set_defaults(run=_eval)
 
+    mcp = commands.add_parser("mcp", help="an MCP server on stdio for agents: remember, search_memory")
+    mcp.add_argument("--user", dest="user_id", required=True, help="the tenant the agent's memory is")
+    mcp.set_defaults(run=_mcp)
+
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, help="app processes (default ENGRAM_API_WORKERS)")
     serve.set_defaults(run=_serve)
     return parser
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from producers.mcp_server import serve
+
+    serve(args.user_id)
+    return 0
 
 
 def _scope_arguments(parser: argparse.ArgumentParser, user_required: bool) -> None:

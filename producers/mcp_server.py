@@ -1,0 +1,238 @@
+"""An MCP server for agents: remember text and search it by meaning, as one tenant.
+
+    engram mcp --user alice            # stdio: an agent (Claude Desktop, Cursor, ...) starts it
+
+It is a way in like the CLI: it runs beside the agent, on the machine that reaches Redis, and the
+user who starts it chooses the tenant (no API key; the HTTP app is the way in for callers you do
+not trust). ``remember`` enqueues a document through the same queues as every producer;
+``search_memory`` sends the search to the query queue and returns Engram's ranked memories with a
+``context`` text cut to a token budget, ready to put in a prompt; ``memory_status`` says whether
+a remembered text is searchable yet.
+
+Input is checked by the same models as the HTTP API (``DocumentIn``, ``SearchRequest``): a tool
+called with bad input gets an error result saying what is wrong, and nothing is enqueued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import wraps
+from typing import Literal, ParamSpec, Protocol, TypeVar
+
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from shared.errors import EngramError, InvalidInput
+from shared.models import (
+    DocumentIn,
+    DocumentStatus,
+    Identifier,
+    IngestAccepted,
+    SearchFilters,
+    SearchRequest,
+    SearchResponse,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+INSTRUCTIONS = (
+    "Long-term memory. Call search_memory before answering anything that may depend on what was "
+    "said or stored before (people, places, dates, decisions, preferences); put its `context` in "
+    "your reasoning. Call remember with facts worth keeping, one turn or note at a time."
+)
+
+
+class MemoryClient(Protocol):
+    """What the tools need of Engram: ``producers.client.EngramClient`` is one."""
+
+    def ingest(
+        self, documents: Sequence[DocumentIn], batch_documents: int | None = None
+    ) -> IngestAccepted: ...
+
+    def search(self, request: SearchRequest, timeout_s: float | None = None) -> SearchResponse: ...
+
+    def status(self, user_id: str, document_id: str) -> DocumentStatus: ...
+
+
+class FoundMemory(BaseModel):
+    id: str
+    content: str
+    score: float = Field(description="Engram's ranking score (higher is better).")
+    similarity: float = Field(description="Cosine similarity of the query and this memory.")
+    document_id: str
+    title: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    memory_type: str
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime | None = None
+    before: list[str] = Field(default_factory=list, description="Preceding chunks, nearest last.")
+    after: list[str] = Field(default_factory=list, description="Following chunks, nearest first.")
+
+
+class MemorySearch(BaseModel):
+    context: str | None = Field(description="The results as one text within the token budget.")
+    context_tokens: int | None = None
+    memories: list[FoundMemory]
+    source: str = Field(description="The store that answered: neo4j, or qdrant when Neo4j is down.")
+    degraded: str | None = Field(None, description="Why the backup answered, when it did.")
+
+
+class Remembered(BaseModel):
+    document_id: str = Field(description="The id to ask memory_status about.")
+    version: int
+    state: Literal["queued"] = "queued"
+
+
+class MemoryState(BaseModel):
+    document_id: str
+    state: str = Field(description="queued, chunking, embedding, writing, done, failed or unknown.")
+    error: str | None = None
+    chunks: int = 0
+
+
+def _tool_errors(function: Callable[P, R]) -> Callable[P, R]:
+    """Bad input and Engram's own errors as the tool's error result, in one line each."""
+
+    @wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'input'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ToolError(f"invalid input: {problems}") from exc
+        except EngramError as exc:
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    return wrapper
+
+
+def build_server(client: MemoryClient, user_id: str, default_token_budget: int = 2000) -> FastMCP:
+    """The MCP server of one tenant's memory over ``client``."""
+    server = FastMCP("engram", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    @_tool_errors
+    def search_memory(
+        query: str,
+        top_k: int = 10,
+        token_budget: int | None = default_token_budget,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        memory_types: list[str] | None = None,
+        tags: list[str] | None = None,
+        neighbours: int = 0,
+    ) -> MemorySearch:
+        """Search this user's memories by meaning and words. Returns the best memories, with a
+        `context` text of them cut to `token_budget` tokens, ready to quote. Filters narrow the
+        search to a session, a project, memory types or tags; `neighbours` adds the text just
+        before and after each memory."""
+        request = SearchRequest.model_validate(
+            {
+                "query": query,
+                "user_id": user_id,
+                "top_k": top_k,
+                "token_budget": token_budget,
+                "neighbours": neighbours,
+                "filters": SearchFilters.model_validate(
+                    {
+                        "session_id": session_id,
+                        "project_id": project_id,
+                        "memory_types": memory_types,
+                        "tags": tags,
+                    }
+                ),
+            }
+        )
+        response = client.search(request)
+        return MemorySearch(
+            context=response.context,
+            context_tokens=response.context_tokens,
+            memories=[
+                FoundMemory(
+                    id=r.id,
+                    content=r.content,
+                    score=r.score,
+                    similarity=r.similarity_score,
+                    document_id=r.document_id,
+                    title=r.title,
+                    session_id=r.session_id,
+                    project_id=r.project_id,
+                    memory_type=r.memory_type,
+                    tags=r.tags,
+                    created_at=r.created_at,
+                    before=r.before,
+                    after=r.after,
+                )
+                for r in response.results
+            ],
+            source=response.source,
+            degraded=response.degraded,
+        )
+
+    @server.tool()
+    @_tool_errors
+    def remember(
+        text: str,
+        title: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        memory_type: str = "conversation",
+        tags: list[str] | None = None,
+        importance: float = 0.5,
+        document_id: str | None = None,
+    ) -> Remembered:
+        """Keep a text (a conversation turn, a note, a fact) in this user's long-term memory. It is
+        searchable once memory_status says `done` (usually within seconds). The same text in the
+        same session is kept once; a `document_id` given again replaces that memory."""
+        document = DocumentIn.model_validate(
+            {
+                "user_id": user_id,
+                "text": text,
+                "id": document_id,
+                "title": title,
+                "session_id": session_id,
+                "project_id": project_id,
+                "memory_type": memory_type,
+                "tags": tags or [],
+                "importance": importance,
+                "source": "mcp",
+            }
+        )
+        accepted = client.ingest([document])
+        return Remembered(document_id=accepted.document_ids[0], version=accepted.version)
+
+    @server.tool()
+    @_tool_errors
+    def memory_status(document_id: str) -> MemoryState:
+        """Whether a remembered text is searchable yet: `done`, still on its way, or `failed`
+        (with the reason)."""
+        status = client.status(user_id, document_id)
+        return MemoryState(
+            document_id=status.document_id, state=status.state, error=status.error, chunks=status.chunks
+        )
+
+    return server
+
+
+def serve(user_id: str) -> None:
+    """Runs the server on stdio until the agent closes it; a tenant id that is none is refused
+    before it starts."""
+    from producers.client import EngramClient
+
+    try:
+        TypeAdapter(Identifier).validate_python(user_id)
+    except ValidationError as exc:
+        raise InvalidInput(f"--user {user_id!r}: {exc.errors()[0]['msg']}") from exc
+    client = EngramClient()
+    client.ping()  # Redis unreachable: one clear line now, not an error on every tool call
+    try:
+        build_server(client, user_id).run("stdio")
+    finally:
+        client.close()

@@ -1,0 +1,134 @@
+"""The MCP tools over a fake of the client Protocol: what reaches Engram, what the agent gets back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from mcp.server.fastmcp.exceptions import ToolError
+
+from producers.mcp_server import build_server
+from shared.errors import SearchTimeout
+from shared.models import (
+    DocumentIn,
+    DocumentStatus,
+    IngestAccepted,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+)
+
+
+class FakeClient:
+    def __init__(self, results: list[SearchResult] | None = None, fail: Exception | None = None) -> None:
+        self.documents: list[DocumentIn] = []
+        self.requests: list[SearchRequest] = []
+        self.results = results or []
+        self.fail = fail
+
+    def ingest(self, documents: Sequence[DocumentIn], batch_documents: int | None = None) -> IngestAccepted:
+        self.documents.extend(documents)
+        ids = [d.document_id for d in documents]
+        return IngestAccepted(accepted=len(ids), version=7, document_ids=ids, task_ids=["t"])
+
+    def search(self, request: SearchRequest, timeout_s: float | None = None) -> SearchResponse:
+        if self.fail is not None:
+            raise self.fail
+        self.requests.append(request)
+        return SearchResponse(
+            query=request.query,
+            results=self.results,
+            count=len(self.results),
+            embedding_time_ms=1.0,
+            search_time_ms=2.0,
+            source="neo4j",
+            method="engram",
+            context="\n\n".join(r.content for r in self.results) or None,
+            context_tokens=12 if self.results else None,
+        )
+
+    def status(self, user_id: str, document_id: str) -> DocumentStatus:
+        return DocumentStatus(document_id=document_id, user_id=user_id, state="done", chunks=1)
+
+
+def call(client: FakeClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = asyncio.run(build_server(client, "alice").call_tool(tool, arguments))
+    assert isinstance(result, tuple)
+    structured: dict[str, Any] = result[1]
+    return structured
+
+
+def test_remember_enqueues_one_document_of_the_servers_tenant() -> None:
+    client = FakeClient()
+
+    answer = call(
+        client,
+        "remember",
+        {"text": "We hiked Mount Tam on Saturday.", "session_id": "trip", "tags": ["hike"]},
+    )
+
+    (document,) = client.documents
+    assert (document.user_id, document.session_id, document.tags) == ("alice", "trip", ["hike"])
+    assert (document.memory_type, document.source) == ("conversation", "mcp")
+    assert answer == {"document_id": document.document_id, "version": 7, "state": "queued"}
+
+
+def test_search_memory_asks_for_the_tenant_with_filters_and_a_token_budget() -> None:
+    found = SearchResult(
+        id="m1",
+        content="We hiked Mount Tam on Saturday.",
+        similarity_score=0.61,
+        score=0.7,
+        memory_type="conversation",
+        importance=0.5,
+        document_id="d1",
+        chunk_index=0,
+        session_id="trip",
+    )
+    client = FakeClient([found])
+
+    answer = call(client, "search_memory", {"query": "when did we hike", "session_id": "trip", "top_k": 3})
+
+    (request,) = client.requests
+    assert (request.user_id, request.top_k, request.token_budget) == ("alice", 3, 2000)
+    assert request.filters.session_id == "trip"
+    assert answer["context"] == "We hiked Mount Tam on Saturday."
+    assert [(m["id"], m["score"], m["similarity"]) for m in answer["memories"]] == [("m1", 0.7, 0.61)]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "says"),
+    [
+        ("remember", {"text": "   "}, "text"),
+        ("remember", {"text": "ok", "importance": 3.0}, "importance"),
+        ("search_memory", {"query": "x", "top_k": 0}, "top_k"),
+        ("search_memory", {"query": "x", "tags": ["a\nb"]}, "tags"),
+    ],
+)
+def test_bad_input_is_a_tool_error_that_says_what_and_enqueues_nothing(
+    tool: str, arguments: dict[str, Any], says: str
+) -> None:
+    client = FakeClient()
+
+    with pytest.raises(ToolError, match=f"invalid input: .*{says}"):
+        call(client, tool, arguments)
+
+    assert client.documents == [] and client.requests == []
+
+
+def test_engrams_own_errors_reach_the_agent_in_one_line() -> None:
+    client = FakeClient(fail=SearchTimeout("no query worker answered within 10 s"))
+
+    with pytest.raises(ToolError, match="SearchTimeout: no query worker answered within 10 s"):
+        call(client, "search_memory", {"query": "anything"})
+
+
+def test_memory_status_is_the_tenants_document_state() -> None:
+    assert call(FakeClient(), "memory_status", {"document_id": "d1"}) == {
+        "document_id": "d1",
+        "state": "done",
+        "error": None,
+        "chunks": 1,
+    }
