@@ -16,7 +16,6 @@ called with bad input gets an error result saying what is wrong, and nothing is 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from functools import wraps
 from typing import Literal, ParamSpec, Protocol, TypeVar
 
@@ -33,6 +32,7 @@ from shared.models import (
     SearchFilters,
     SearchRequest,
     SearchResponse,
+    SearchResult,
 )
 
 P = ParamSpec("P")
@@ -57,26 +57,10 @@ class MemoryClient(Protocol):
     def status(self, user_id: str, document_id: str) -> DocumentStatus: ...
 
 
-class FoundMemory(BaseModel):
-    id: str
-    content: str
-    score: float = Field(description="Engram's ranking score (higher is better).")
-    similarity: float = Field(description="Cosine similarity of the query and this memory.")
-    document_id: str
-    title: str | None = None
-    session_id: str | None = None
-    project_id: str | None = None
-    memory_type: str
-    tags: list[str] = Field(default_factory=list)
-    created_at: datetime | None = None
-    before: list[str] = Field(default_factory=list, description="Preceding chunks, nearest last.")
-    after: list[str] = Field(default_factory=list, description="Following chunks, nearest first.")
-
-
 class MemorySearch(BaseModel):
     context: str | None = Field(description="The results as one text within the token budget.")
     context_tokens: int | None = None
-    memories: list[FoundMemory]
+    memories: list[SearchResult] = Field(description="Best first; without the score explanations.")
     source: str = Field(description="The store that answered: neo4j, or qdrant when Neo4j is down.")
     degraded: str | None = Field(None, description="Why the backup answered, when it did.")
 
@@ -154,24 +138,7 @@ def build_server(client: MemoryClient, user_id: str, default_token_budget: int =
         return MemorySearch(
             context=response.context,
             context_tokens=response.context_tokens,
-            memories=[
-                FoundMemory(
-                    id=r.id,
-                    content=r.content,
-                    score=r.score,
-                    similarity=r.similarity_score,
-                    document_id=r.document_id,
-                    title=r.title,
-                    session_id=r.session_id,
-                    project_id=r.project_id,
-                    memory_type=r.memory_type,
-                    tags=r.tags,
-                    created_at=r.created_at,
-                    before=r.before,
-                    after=r.after,
-                )
-                for r in response.results
-            ],
+            memories=[r.model_copy(update={"explanation": None}) for r in response.results],
             source=response.source,
             degraded=response.degraded,
         )

@@ -95,7 +95,7 @@ def test_search_memory_asks_for_the_tenant_with_filters_and_a_token_budget() -> 
     assert (request.user_id, request.top_k, request.token_budget) == ("alice", 3, 2000)
     assert request.filters.session_id == "trip"
     assert answer["context"] == "We hiked Mount Tam on Saturday."
-    assert [(m["id"], m["score"], m["similarity"]) for m in answer["memories"]] == [("m1", 0.7, 0.61)]
+    assert [(m["id"], m["score"], m["similarity_score"]) for m in answer["memories"]] == [("m1", 0.7, 0.61)]
 
 
 @pytest.mark.parametrize(
