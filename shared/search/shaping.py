@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 
 from shared.models import ScoreExplanation, SearchMethod, SearchResult
 from shared.search.records import Ranked
@@ -91,10 +92,16 @@ def within_budget(found: Sequence[SearchResult], budget: int) -> list[SearchResu
 
 
 def context(found: Sequence[SearchResult]) -> tuple[str, int]:
-    """The results as one text for an agent's prompt, and its tokens (as ``within_budget`` counts)."""
+    """The results as one text for an agent's prompt, and its tokens (as ``within_budget`` counts).
+    Each memory is headed by where and when it was said (its title or document, its session, its
+    moment in UTC): a question about when something happened is answered by the header."""
     blocks = []
     for place, r in enumerate(found, start=1):
-        label = r.title or r.document_id
+        said = [r.title or r.document_id]
+        if r.session_id:
+            said.append(f"session {r.session_id}")
+        if r.created_at:
+            said.append(f"{r.created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
         text = "\n".join([*r.before, r.content, *r.after])
-        blocks.append(f"[{place}] {label} (score {r.score:.3f})\n{text}")
+        blocks.append(f"[{place}] {' · '.join(said)} (score {r.score:.3f})\n{text}")
     return "\n\n".join(blocks), sum(_tokens(r) for r in found)

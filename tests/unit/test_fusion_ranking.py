@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -372,6 +372,24 @@ def test_context_numbers_the_results_and_counts_their_tokens() -> None:
 
     assert text == "[1] Notes (score 0.900)\nfirst memory\n\n[2] doc-b (score 0.800)\ncontent of b"
     assert tokens == 7
+
+
+def test_context_says_where_and_when_each_memory_was_said() -> None:
+    # Given a conversation turn of a session, said at 18:30 in New York
+    said_at = datetime(2023, 5, 8, 18, 30, tzinfo=timezone(timedelta(hours=-4)))
+    turn = ranked_item(
+        "t",
+        0.9,
+        5,
+        content="Caroline: I went to the support group yesterday.",
+        session_id="s7",
+        created_at=said_at,
+    )
+
+    text, _ = context(shaped(turn))
+
+    # Then its header names the session and the moment (UTC), so "when did ...?" can be answered
+    assert text.splitlines()[0] == "[1] doc-t · session s7 · 2023-05-08 22:30 UTC (score 0.900)"
 
 
 def test_feedback_moves_the_query_toward_the_mean_of_the_best_and_keeps_unit_length() -> None:
