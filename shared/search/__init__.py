@@ -19,7 +19,7 @@ from shared.search.sources import (
     VectorBackup,
     backup_candidates,
 )
-from shared.search.text import fulltext_query, query_terms, tokens
+from shared.search.text import query_terms, tokens
 
 __all__ = [
     "BackupCandidates",
@@ -35,7 +35,6 @@ __all__ = [
     "Searcher",
     "VectorBackup",
     "backup_candidates",
-    "fulltext_query",
     "fuse",
     "query_terms",
     "tokens",

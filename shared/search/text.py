@@ -24,8 +24,6 @@ import snowballstemmer
 _IDEOGRAPHS = "\u2e80-\u2fff\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+(?:['\u2019][^\W{_IDEOGRAPHS}]+)*", re.UNICODE)
 _POSSESSIVE = re.compile(r"['\u2019]s$")
-_WORD = re.compile(r"\w+", re.UNICODE)
-_LUCENE_OPERATORS = {"AND", "OR", "NOT", "TO"}
 
 # Lucene refuses a query of more than 1,024 clauses, and its analyser makes a clause of every
 # CJK character: a query's words are kept to this many characters in all, hence clauses.
@@ -129,17 +127,3 @@ def tenant_term_queries(user_id: str, words: list[str]) -> dict[str, str]:
     for word in sorted(set(words)):
         said.setdefault(stem(word), word)
     return {term: f"user_id:{_phrase(user_id)} AND content:{_phrase(word)}" for term, word in said.items()}
-
-
-def fulltext_query(text: str) -> str | None:
-    """The query's words as a plain Lucene OR-query, case kept: no operator or syntax from the
-    user survives, and never more clauses than Lucene takes (a long query is cut, not refused)."""
-    words: list[str] = []
-    room = FULLTEXT_MAX_CHARS
-    for word in _WORD.findall(text)[:FULLTEXT_MAX_WORDS]:
-        if room <= 0:
-            break
-        word = word[:room]
-        room -= len(word)
-        words.append(word.lower() if word in _LUCENE_OPERATORS else word)
-    return " ".join(words) or None

@@ -4,13 +4,14 @@ the Searcher over an in-memory store (filters that never starve, tenants that ne
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from shared.embedding.base import Embedder, Vectors, normalise
-from shared.search import QueryEmbeddingCache, fulltext_query
+from shared.search import QueryEmbeddingCache
 from shared.search.text import query_terms, stem, tenant_query, tenant_term_queries, term_counts, tokens
 
 
@@ -42,13 +43,14 @@ class CountingEmbedder:
         return [float(byte) + 1.0 for byte in digest[: self._dimension]]
 
 
-# fulltext_query
+# What reaches Lucene: a query is only its words, each quoted
 
 
 def test_lucene_syntax_and_operators_do_not_survive() -> None:
-    query = fulltext_query('title:foo AND (bar OR "baz")~2 \\')
+    terms = query_terms('title:foo AND (bar OR "baz")~2 \\')
 
-    assert query == "title foo and bar or baz 2"
+    assert terms == ["title", "foo", "bar", "baz", "2"]
+    assert tenant_query("t", terms) == 'user_id:"t" AND content:("2" "bar" "baz" "foo" "title")'
 
 
 @pytest.mark.parametrize(
@@ -59,30 +61,23 @@ def test_lucene_syntax_and_operators_do_not_survive() -> None:
         "wild* card? [1 TO 5] {a TO b}",
         "boost^4 fuzzy~ path/to\\thing",
         "NOT secret",
+        "it's Bob\u2019s \"quoted\" don't",
     ],
 )
-def test_no_lucene_special_character_or_upper_case_operator_survives(text: str) -> None:
-    query = fulltext_query(text)
+def test_no_lucene_special_character_survives_in_a_word(text: str) -> None:
+    terms = query_terms(text)
 
-    assert query is not None
-    assert not set(query) & set('+-&|!(){}[]^"~*?:\\/')
-    assert not {"AND", "OR", "NOT", "TO"} & set(query.split())
+    assert terms
+    assert all(re.fullmatch(r"[\w'\u2019]+", term) for term in terms), terms
 
 
 @pytest.mark.parametrize("text", ["", "   ", "?!...:-)", '"()"~^*', "\\\\ && || !"])
-def test_query_without_words_gives_none(text: str) -> None:
-    assert fulltext_query(text) is None
-
-
-def test_words_keep_their_case_and_unicode() -> None:
-    assert fulltext_query("Zoë met Émile in 東京, 2024!") == "Zoë met Émile in 東京 2024"
+def test_query_without_words_gives_no_lucene_query(text: str) -> None:
+    assert tenant_query("t", query_terms(text)) is None
 
 
 def test_only_the_first_64_words_are_kept() -> None:
-    query = fulltext_query(" ".join(f"w{i}" for i in range(100)))
-
-    assert query is not None
-    assert query.split() == [f"w{i}" for i in range(64)]
+    assert query_terms(" ".join(f"w{i}" for i in range(100))) == [f"w{i}" for i in range(64)]
 
 
 # QueryEmbeddingCache
