@@ -99,7 +99,7 @@ def _tool_errors(function: Callable[P, R]) -> Callable[P, R]:
 
 def build_server(client: MemoryClient, user_id: str, default_token_budget: int = 2000) -> FastMCP:
     """The MCP server of one tenant's memory over ``client``."""
-    server = FastMCP("engram", instructions=INSTRUCTIONS)
+    server = FastMCP("engram", instructions=INSTRUCTIONS, log_level="WARNING")  # no line per request
 
     @server.tool()
     @_tool_errors
