@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
 def _mcp(args: argparse.Namespace) -> int:
     from producers.mcp_server import serve
 
-    serve(args.user_id)
+    serve(_identifier(args.user_id, "--user"))
     return 0
 
 
@@ -436,12 +436,12 @@ def _keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _identifier(value: str) -> str:
+def _identifier(value: str, option: str = "--tenant") -> str:
     """A tenant named on the command line, checked as the API checks it."""
     try:
         return TypeAdapter(Identifier).validate_python(value)
     except ValidationError as exc:
-        raise InvalidInput(f"--tenant {value!r}: {exc.errors()[0]['msg']}") from exc
+        raise InvalidInput(f"{option} {value!r}: {exc.errors()[0]['msg']}") from exc
 
 
 def _eval(args: argparse.Namespace) -> int:

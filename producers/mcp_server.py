@@ -21,13 +21,12 @@ from typing import Literal, ParamSpec, Protocol, TypeVar
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from shared.errors import EngramError, InvalidInput
+from shared.errors import EngramError
 from shared.models import (
     DocumentIn,
     DocumentStatus,
-    Identifier,
     IngestAccepted,
     SearchFilters,
     SearchRequest,
@@ -48,9 +47,7 @@ INSTRUCTIONS = (
 class MemoryClient(Protocol):
     """What the tools need of Engram: ``producers.client.EngramClient`` is one."""
 
-    def ingest(
-        self, documents: Sequence[DocumentIn], batch_documents: int | None = None
-    ) -> IngestAccepted: ...
+    def ingest(self, documents: Sequence[DocumentIn]) -> IngestAccepted: ...
 
     def search(self, request: SearchRequest, timeout_s: float | None = None) -> SearchResponse: ...
 
@@ -189,14 +186,9 @@ def build_server(client: MemoryClient, user_id: str, default_token_budget: int =
 
 
 def serve(user_id: str) -> None:
-    """Runs the server on stdio until the agent closes it; a tenant id that is none is refused
-    before it starts."""
+    """Runs the server on stdio until the agent closes it (``engram mcp`` checks the tenant)."""
     from producers.client import EngramClient
 
-    try:
-        TypeAdapter(Identifier).validate_python(user_id)
-    except ValidationError as exc:
-        raise InvalidInput(f"--user {user_id!r}: {exc.errors()[0]['msg']}") from exc
     client = EngramClient()
     client.ping()  # Redis unreachable: one clear line now, not an error on every tool call
     try:

@@ -198,7 +198,10 @@ class Searcher:
             if c.hit.id in scores
         ]
         if query.terms:
-            rescored = fusion.with_keywords(rescored, query.terms, self.term_stats(query))
+            # The first round scored its candidates for these words; only the new ones need it.
+            new = [c for c in rescored if c.keyword is None]
+            scored = {c.hit.id: c for c in fusion.with_keywords(new, query.terms, self.term_stats(query))}
+            rescored = [scored.get(c.hit.id, c) for c in rescored]
         return fusion.with_ranks(rescored)
 
     def _head(self, method: SearchMethod) -> int:

@@ -28,7 +28,7 @@ class FakeClient:
         self.results = results or []
         self.fail = fail
 
-    def ingest(self, documents: Sequence[DocumentIn], batch_documents: int | None = None) -> IngestAccepted:
+    def ingest(self, documents: Sequence[DocumentIn]) -> IngestAccepted:
         self.documents.extend(documents)
         ids = [d.document_id for d in documents]
         return IngestAccepted(accepted=len(ids), version=7, document_ids=ids, task_ids=["t"])
