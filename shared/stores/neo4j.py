@@ -32,6 +32,7 @@ from shared.models import (
     utc_now,
 )
 from shared.settings import Settings
+from shared.stores import neo4j_graph_queries as gq
 from shared.stores import neo4j_migration_queries as mq
 from shared.stores import neo4j_queries as q
 from shared.stores import neo4j_search_queries as sq
@@ -47,6 +48,7 @@ from shared.stores.base import (
     SyncRows,
     WriteOutcome,
 )
+from shared.stores.neo4j_graph import MEMORIES_TO_DELETE, GraphSource, GraphWriter
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 SCHEMA_MADE_MEANWHILE = frozenset(
@@ -94,8 +96,11 @@ def _translated_errors() -> Iterator[None]:
 
 
 class Neo4jStore:
-    def __init__(self, settings: Settings, driver: neo4j.Driver | None = None) -> None:
+    def __init__(
+        self, settings: Settings, driver: neo4j.Driver | None = None, graph: GraphWriter | None = None
+    ) -> None:
         self._settings = settings
+        self._graph = graph
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
         self._schema_lock = threading.Lock()
@@ -115,6 +120,17 @@ class Neo4jStore:
 
     def close(self) -> None:
         self._driver.close()
+
+    @property
+    def graph(self) -> GraphWriter:
+        """What derives sessions and entities in every write (made on first use: an extractor
+        such as spaCy's loads a model)."""
+        if self._graph is None:
+            from shared.graph.extractors import make_extractor
+
+            s = self._settings
+            self._graph = GraphWriter(make_extractor(s), s.graph_related_entities)
+        return self._graph
 
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
         with _translated_errors():
@@ -145,7 +161,7 @@ class Neo4jStore:
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
         constraint can never be made, so every later write fails.
         """
-        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
+        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
             self._schema(statement)
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
@@ -211,6 +227,7 @@ class Neo4jStore:
         document_rows: list[Row] = []
         memory_rows: list[Row] = []
         pairs: dict[str, list[list[str]]] = {}
+        sources: list[GraphSource] = []
         for write in writes:
             staged = write.staged
             doc = staged.document
@@ -235,6 +252,7 @@ class Neo4jStore:
             for chunk, vector in zip(staged.chunks, write.vectors, strict=True):
                 embedding = [float(x) for x in vector]
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
+                sources.append(GraphSource(memory.id, memory.user_id, memory.content))
                 properties = memory.model_dump(exclude={"created_at"})
                 memory_rows.append(
                     {
@@ -251,6 +269,8 @@ class Neo4jStore:
             pairs[staged.key] = [[a, b] for a, b in pairwise(ids)]
 
         models = {(write.model, len(write.vectors[0])) for write in writes if write.vectors}
+        graph = self.graph
+        entity_rows = graph.entity_rows(sources)
 
         def work(tx: ManagedTransaction) -> WriteOutcome:
             # Checked inside the transaction: a migration's switch refuses writes of the old model.
@@ -270,7 +290,12 @@ class Neo4jStore:
             tx.run(q.LINK_NEXT, pairs=links).consume()
             accepted_set = set(accepted)
             kept = [row for row in document_rows if row["key"] in accepted_set]
+            stale_ids = [r["id"] for r in tx.run(gq.STALE_CHUNKS, documents=kept)]
+            touched, old_sessions = graph.before_removal(tx, stale_ids)
             removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
+            graph.prune(tx, touched)
+            written_set = set(written)
+            graph.derive(tx, [row for row in entity_rows if row["id"] in written_set], old_sessions)
             return WriteOutcome(
                 written=accepted,
                 stale=[row["key"] for row in document_rows if row["key"] not in accepted_set],
@@ -283,8 +308,37 @@ class Neo4jStore:
 
     def delete_documents(self, keys: Sequence[str], version: int) -> list[str]:
         """Deletes documents not newer than ``version``; returns the Memory ids removed."""
-        rows = self._write(q.DELETE_DOCUMENTS, keys=list(keys), version=version, now=utc_now())
+        now = utc_now()
+        params: Row = {"keys": list(keys), "version": version, "now": now}
+
+        def work(tx: ManagedTransaction) -> list[Row]:
+            ids = [r["id"] for r in tx.run(gq.DOCUMENT_MEMORIES_TO_DELETE, **params)]
+            delete = q.DELETE_DOCUMENTS
+            removed: list[Row] = self.graph.remove(
+                tx, ids, lambda t: [r.data() for r in t.run(delete, **params)]
+            )
+            return removed
+
+        rows = self._transaction(work)
         return [memory_id for row in rows for memory_id in row["removed"]]
+
+    def _transaction(self, work: Any) -> Any:
+        with _translated_errors(), self._driver.session(database=self._database) as session:
+            return session.execute_write(work)
+
+    # The derived graph (sessions, turn order, entities): backfill and restore.
+
+    def derive_graph(self, ids: Sequence[str]) -> int:
+        """Derives sessions, turn order and entities for these Memories from their own fields, as
+        a write does (idempotent): Memories written before the graph existed, or restored."""
+        rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids))
+        sources = [GraphSource(r["id"], r["user_id"], r["content"] or "") for r in rows]
+        entity_rows = self.graph.entity_rows(sources)
+        self._transaction(lambda tx: self.graph.derive(tx, entity_rows))
+        return len(rows)
+
+    def memory_ids_page(self, user_id: str | None, after: str | None, limit: int) -> list[str]:
+        return [r["id"] for r in self._read(gq.MEMORY_PAGE, user_id=user_id, after=after, limit=limit)]
 
     # The memory lifecycle.
 
@@ -302,14 +356,22 @@ class Neo4jStore:
         self, user_id: str, filters: SearchFilters, ids: Sequence[str] | None, version: int
     ) -> tuple[list[str], int]:
         """Deletes the tenant's Memories matching; returns their ids and how many documents went."""
-        params = filter_parameters(user_id, filters)
-        rows = self._write(
-            q.DELETE_MEMORIES,
-            ids=None if ids is None else list(ids),
-            version=version,
-            now=utc_now(),
-            **params,
-        )
+        params = {
+            **filter_parameters(user_id, filters),
+            "ids": None if ids is None else list(ids),
+            "version": version,
+            "now": utc_now(),
+        }
+
+        def work(tx: ManagedTransaction) -> list[Row]:
+            found = [r["id"] for r in tx.run(MEMORIES_TO_DELETE, **params)]
+            delete = q.DELETE_MEMORIES
+            removed: list[Row] = self.graph.remove(
+                tx, found, lambda t: [r.data() for r in t.run(delete, **params)]
+            )
+            return removed
+
+        rows = self._transaction(work)
         return list(rows[0]["removed"]), int(rows[0]["emptied"])
 
     # Sync.
@@ -627,6 +689,7 @@ def memory_of(staged: StagedDocument, chunk_index: int, model: str, dimension: i
         memory_type=doc.memory_type,
         project_id=doc.project_id,
         session_id=doc.session_id,
+        position=doc.position,
         title=doc.title,
         tags=list(doc.tags),
         importance=doc.importance,
