@@ -48,7 +48,13 @@ from shared.stores.base import (
     SyncRows,
     WriteOutcome,
 )
-from shared.stores.neo4j_graph import MEMORIES_TO_DELETE, GraphSource, GraphWriter
+from shared.stores.neo4j_graph import (
+    BESIDE_CANDIDATES,
+    ENTITY_CANDIDATES,
+    MEMORIES_TO_DELETE,
+    GraphSource,
+    GraphWriter,
+)
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 SCHEMA_MADE_MEANWHILE = frozenset(
@@ -607,6 +613,17 @@ class Neo4jStore:
 
     def stored_documents(self, keys: Sequence[str]) -> int:
         return int(self._read(sq.STORED_DOCUMENTS, keys=list(keys))[0]["n"] or 0)
+
+    def entity_candidates(
+        self, keys: Sequence[str], max_memories: int, vector: Sequence[float], k: int, filters: Row
+    ) -> list[Row]:
+        """Memories naming the tenant's entities of these keys (shared/search/graph_sources.py)."""
+        params = {"keys": list(keys), "max_memories": max_memories, "vector": list(vector), "k": k}
+        return list(self._read(ENTITY_CANDIDATES, **params, **filters)[0]["kept"])
+
+    def beside_candidates(self, ids: Sequence[str], vector: Sequence[float], filters: Row) -> list[Row]:
+        """The memories next to these along NEXT: the turns around a turn, the chunks around a chunk."""
+        return list(self._read(BESIDE_CANDIDATES, ids=list(ids), vector=list(vector), **filters)[0]["kept"])
 
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         rows = self._read(sq.NEIGHBOURS, user_id=user_id, ids=list(ids), n=n)

@@ -19,11 +19,14 @@ from shared.graph.entities import EntityExtractor, Mention
 from shared.models import utc_now
 from shared.stores import neo4j_graph_queries as gq
 from shared.stores.neo4j_queries import MEMORY_FILTER
+from shared.stores.neo4j_search_queries import FIELDS
 
 Row = dict[str, Any]
 SEPARATOR = "\x1f"  # no identifier holds a control character, so tenant and name never blur
 
 MEMORIES_TO_DELETE = gq.MEMORIES_TO_DELETE.replace("{memory_filter}", MEMORY_FILTER)
+ENTITY_CANDIDATES = gq.ENTITY_CANDIDATES.replace("{memory_filter}", MEMORY_FILTER).replace("{fields}", FIELDS)
+BESIDE_CANDIDATES = gq.BESIDE_CANDIDATES.replace("{memory_filter}", MEMORY_FILTER).replace("{fields}", FIELDS)
 
 
 def entity_id(user_id: str, key: str) -> str:

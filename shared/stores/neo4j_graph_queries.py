@@ -219,3 +219,29 @@ UNWIND $keys AS key
 MATCH (e:Entity {user_id: $user_id, key: key})
 RETURN e.id AS id, e.key AS key, COUNT { (e)<-[:MENTIONS]-(:Memory) } AS n
 """
+
+# Search sources (shared/search/graph_sources.py); built in neo4j_graph.py with the search filter.
+# Memories naming the query's entities, those naming more of them first, each entity named by at
+# most $max_memories memories (a speaker named in every turn tells nothing).
+ENTITY_CANDIDATES = """
+UNWIND $keys AS key
+MATCH (e:Entity {user_id: $user_id, key: key})
+WITH e WHERE COUNT { (e)<-[:MENTIONS]-(:Memory) } <= $max_memories
+MATCH (e)<-[:MENTIONS]-(m:Memory)
+WHERE {memory_filter} AND m.embedding IS NOT NULL
+WITH m, count(DISTINCT e) AS named
+WITH m, named, vector.similarity.cosine(m.embedding, $vector) AS score
+ORDER BY named DESC, score DESC, m.id
+LIMIT $k
+RETURN collect({memory: {fields}, score: score}) AS kept
+"""
+
+# The turns (or chunks) just before and after these hits, along NEXT.
+BESIDE_CANDIDATES = """
+UNWIND $ids AS id
+MATCH (h:Memory {id: id}) WHERE h.user_id = $user_id
+MATCH (h)-[:NEXT]-(m:Memory)
+WHERE {memory_filter} AND m.embedding IS NOT NULL
+WITH DISTINCT m
+RETURN collect({memory: {fields}, score: vector.similarity.cosine(m.embedding, $vector)}) AS kept
+"""
