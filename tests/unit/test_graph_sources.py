@@ -14,7 +14,7 @@ from shared.graph.entities import BuiltinExtractor
 from shared.models import SearchFilters
 from shared.search import Query, Searcher
 from shared.search.graph_sources import EntityExpansion, SessionEvidence, graph_expanders, query_entity_keys
-from shared.search.records import Candidate
+from shared.search.records import Candidate, Hit
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
 from tests.unit.search_fakes import FakeSearchStore, Stored
@@ -101,12 +101,8 @@ def test_entity_expansion_asks_for_the_querys_entities_and_leaves_out_common_one
 
 def test_session_evidence_asks_for_what_is_beside_the_best_hits() -> None:
     graph = store()
-    hits = [
-        Candidate(c.hit, s)
-        for c, s in zip(
-            EntityExpansion(graph, BuiltinExtractor(), 9).expand(query("stanford"), []), [0.9], strict=False
-        )
-    ]
+    similarities = [0.1, 0.2, 0.9, 0.3]
+    hits = [Candidate(Hit.from_row(m.fields()), x) for m, x in zip(graph.memories, similarities, strict=True)]
     found = SessionEvidence(graph, hits=1).expand(query("x"), hits)
     assert graph.graph_asked[-1] == ("beside", ["t2"])
     assert sorted(c.hit.id for c in found) == ["t1", "t3"]
