@@ -168,6 +168,7 @@ def make_extractor(settings: Settings) -> EntityExtractor:
     if s.graph_entities == "llm":
         if s.graph_llm_url is None:
             raise ConfigurationError("ENGRAM_GRAPH_ENTITIES=llm needs ENGRAM_GRAPH_LLM_URL")
-        key = s.graph_llm_api_key.get_secret_value() if s.graph_llm_api_key is not None else None
+        # An empty variable (ENGRAM_GRAPH_LLM_API_KEY=) is no key, not an empty one.
+        key = s.graph_llm_api_key.get_secret_value() or None if s.graph_llm_api_key is not None else None
         return LlmExtractor(s.graph_llm_url, s.graph_llm_model, s.graph_llm_api, key, limit)
     return BuiltinExtractor(limit)

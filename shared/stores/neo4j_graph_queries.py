@@ -80,6 +80,7 @@ CALL (s) {
     CALL (turns) {
         UNWIND range(0, size(turns) - 2) AS i
         WITH turns[i] AS a, turns[i + 1] AS b
+        WHERE NOT (a)-[:NEXT]->(b)
         MERGE (a)-[:NEXT]->(b)
     }
 }
@@ -118,11 +119,13 @@ CALL (m, row) {
     UNWIND row.entities AS x
     MERGE (e:Entity {id: x.id})
     ON CREATE SET e.user_id = row.user_id, e.key = x.key, e.name = x.name, e.kind = x.kind,
-                  e.aliases = [], e.created_at = $now
-    SET e.aliases = CASE WHEN x.name IN e.aliases OR size(e.aliases) >= 16 THEN e.aliases
-                         ELSE e.aliases + x.name END,
-        e.kind = CASE WHEN x.kind = 'person' THEN x.kind ELSE coalesce(e.kind, x.kind) END,
-        e.updated_at = $now
+                  e.aliases = [x.name], e.created_at = $now
+    // An entity is written only when it learns something (a new alias, that it is a person):
+    // the many memories naming one entity do not each rewrite it.
+    FOREACH (_ IN CASE WHEN NOT x.name IN e.aliases AND size(e.aliases) < 16 THEN [1] ELSE [] END |
+        SET e.aliases = e.aliases + x.name)
+    FOREACH (_ IN CASE WHEN x.kind = 'person' AND e.kind <> 'person' THEN [1] ELSE [] END |
+        SET e.kind = 'person')
     MERGE (m)-[:MENTIONS]->(e)
 }
 CALL (m, row) {

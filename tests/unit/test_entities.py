@@ -188,3 +188,20 @@ def test_graph_rows_list_entities_in_id_order_and_pair_the_first_few() -> None:
     assert [e["key"] for e in row["entities"]] == ["amy", "bo", "zed"]
     assert row["entities"][0]["id"] == entity_id("alice", "amy")
     assert row["pairs"] == [[entity_id("alice", "amy"), entity_id("alice", "zed")]]
+
+
+def test_a_turns_position_is_a_whole_number_that_reaches_the_memory_payload() -> None:
+    from pydantic import ValidationError
+
+    from shared.models import DocumentIn, Memory
+
+    assert DocumentIn(user_id="u", text="hi", position=3).position == 3
+    for bad in (-1, "3", True, 1.5):
+        with pytest.raises(ValidationError):
+            DocumentIn(user_id="u", text="hi", position=bad)
+    memory = Memory(
+        id="m", document_id="d", user_id="u", chunk_index=0, content="hi", key="hi", content_hash="h",
+        token_count=1, session_id="s", position=3, created_at="2023-05-08T00:00:00Z", version=1,
+        embedding_model="m", embedding_dim=3,
+    )  # fmt: skip
+    assert memory.payload()["position"] == 3
