@@ -234,6 +234,12 @@ class Settings(BaseSettings):
         False, description="The turns next to the first hits (along NEXT) join the candidates."
     )
     search_session_hits: int = Field(5, ge=1, le=50, description="First hits whose neighbours join.")
+    search_entity_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="Lift of a memory naming the query's entities (x the best fused)."
+    )
+    search_session_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="Lift of a memory by its neighbouring turns' fused scores."
+    )
 
     # Model migration (engram reembed).
     reembed_page_size: int = Field(

@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, default=0)
     parser.add_argument("--skip-write", action="store_true", help="the tenants already hold the set")
     parser.add_argument("--skip-search", action="store_true", help="measure the write only")
+    parser.add_argument("--only", nargs="*", help="search configurations whose label holds one of these")
     args = parser.parse_args()
     settings = get_settings()
     samples = json.loads(next(args.dataset.glob("*.json")).read_text())
@@ -133,15 +134,26 @@ def main() -> None:
     if args.skip_search:
         store.close()
         return
+    entities = {"search_entity_expansion": True}
+    session = {"search_session_evidence": True}
     configs: dict[str, tuple[str, dict[str, Any]]] = {
         "bm25": ("bm25", {}),
         "vector": ("vector", {}),
         "rrf": ("rrf", {}),
         "engram (default)": ("engram", {}),
-        "engram + entities": ("engram", {"search_entity_expansion": True}),
-        "engram + session": ("engram", {"search_session_evidence": True}),
-        "engram + both": ("engram", {"search_entity_expansion": True, "search_session_evidence": True}),
+        "engram + entity candidates": ("engram", entities),
+        "engram + session candidates": ("engram", session),
+        "engram + entity lift 0.1": ("engram", {**entities, "search_entity_weight": 0.1}),
+        "engram + entity lift 0.3": ("engram", {**entities, "search_entity_weight": 0.3}),
+        "engram + session lift 0.1": ("engram", {**session, "search_session_weight": 0.1}),
+        "engram + session lift 0.3": ("engram", {**session, "search_session_weight": 0.3}),
+        "engram + both lifts 0.1": (
+            "engram",
+            {**entities, **session, "search_entity_weight": 0.1, "search_session_weight": 0.1},
+        ),
     }
+    if args.only:
+        configs = {label: config for label, config in configs.items() if any(o in label for o in args.only)}
     questions = [
         (s["sample_id"], q)
         for s in samples

@@ -140,7 +140,11 @@ class Searcher:
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
         policy = RankingPolicy.from_settings(s, threshold)
-        ranked = rank(fuse(method, candidates, s), policy, max(top_k, self._head(method)), utc_now())
+        fused = fuse(method, candidates, s)
+        if method == "engram" and source == "neo4j":  # the graph's re-scorers (graph_sources.py)
+            for expander in self._expanders:
+                fused = expander.rescore(query, fused)
+        ranked = rank(fused, policy, max(top_k, self._head(method)), utc_now())
         follow_ups: list[str] = []
         if method == "engram" and source == "neo4j":
             ranked, follow_ups = self._second_round(query, ranked, policy)

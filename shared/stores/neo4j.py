@@ -625,6 +625,18 @@ class Neo4jStore:
         """The memories next to these along NEXT: the turns around a turn, the chunks around a chunk."""
         return list(self._read(BESIDE_CANDIDATES, ids=list(ids), vector=list(vector), **filters)[0]["kept"])
 
+    def mentions_among(
+        self, user_id: str, keys: Sequence[str], max_memories: int, ids: Sequence[str]
+    ) -> dict[str, tuple[int, list[str]]]:
+        """Per entity key of the tenant named by at most ``max_memories`` memories: how many name
+        it, and which of ``ids`` do."""
+        params = {"user_id": user_id, "keys": list(keys), "max_memories": max_memories, "ids": list(ids)}
+        return {r["key"]: (int(r["n"]), list(r["ids"])) for r in self._read(gq.MENTIONS_AMONG, **params)}
+
+    def next_among(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """The NEXT edges between these memories."""
+        return [(r["a"], r["b"]) for r in self._read(gq.NEXT_AMONG, user_id=user_id, ids=list(ids))]
+
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         rows = self._read(sq.NEIGHBOURS, user_id=user_id, ids=list(ids), n=n)
         return {row["id"]: (list(row["before"]), list(row["after"])) for row in rows}

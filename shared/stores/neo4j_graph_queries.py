@@ -248,3 +248,19 @@ WHERE {memory_filter} AND m.embedding IS NOT NULL
 WITH DISTINCT m
 RETURN collect({memory: {fields}, score: vector.similarity.cosine(m.embedding, $vector)}) AS kept
 """
+
+# Re-scoring: which of these memories name which of the query's (not too common) entities, and
+# how many memories name each; and the NEXT edges among these memories.
+MENTIONS_AMONG = """
+UNWIND $keys AS key
+MATCH (e:Entity {user_id: $user_id, key: key})
+WITH e, COUNT { (e)<-[:MENTIONS]-(:Memory) } AS n WHERE n <= $max_memories
+OPTIONAL MATCH (e)<-[:MENTIONS]-(m:Memory) WHERE m.id IN $ids
+RETURN e.key AS key, n, collect(m.id) AS ids
+"""
+
+NEXT_AMONG = """
+UNWIND $ids AS id
+MATCH (a:Memory {id: id})-[:NEXT]->(b:Memory) WHERE a.user_id = $user_id AND b.id IN $ids
+RETURN a.id AS a, b.id AS b
+"""

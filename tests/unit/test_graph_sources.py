@@ -3,6 +3,7 @@ searcher merges them into the engram method only (one candidate per memory), and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from shared.graph.entities import BuiltinExtractor
 from shared.models import SearchFilters
 from shared.search import Query, Searcher
 from shared.search.graph_sources import EntityExpansion, SessionEvidence, graph_expanders, query_entity_keys
-from shared.search.records import Candidate, Hit
+from shared.search.records import Candidate, Fused, Hit
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
 from tests.unit.search_fakes import FakeSearchStore, Stored
@@ -49,6 +50,19 @@ class GraphStore(FakeSearchStore):
         places = [self.chain.index(i) for i in ids if i in self.chain]
         near = {self.chain[p + d] for p in places for d in (-1, 1) if 0 <= p + d < len(self.chain)}
         return [self._row(m, vector) for m in self.memories if m.id in near and self._passes(m, filters)]
+
+    def mentions_among(
+        self, user_id: str, keys: Sequence[str], max_memories: int, ids: Sequence[str]
+    ) -> dict[str, tuple[int, list[str]]]:
+        return {
+            key: (len(named), [i for i in named if i in ids])
+            for key, named in self.mentions.items()
+            if key in keys and len(named) <= max_memories
+        }
+
+    def next_among(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        pairs = zip(self.chain, self.chain[1:], strict=False)
+        return [(a, b) for a, b in pairs if a in ids and b in ids]
 
 
 RNG = np.random.default_rng(3)
@@ -128,3 +142,39 @@ def test_settings_switch_the_sources_on_and_a_store_without_a_graph_is_refused()
     assert [e.name for e in graph_expanders(store(), both)] == ["entities", "session"]
     with pytest.raises(ConfigurationError):
         graph_expanders(FakeSearchStore(), both)
+
+
+def fused_of(graph: GraphStore, scores: list[float]) -> list[Fused]:
+    return [
+        Fused(Candidate(Hit.from_row(m.fields()), 0.5), x)
+        for m, x in zip(graph.memories, scores, strict=True)
+    ]
+
+
+def test_the_entity_lift_raises_memories_naming_the_querys_rarer_entities() -> None:
+    graph = store()
+    fused = fused_of(graph, [0.5, 0.4, 0.3, 0.2])
+
+    lifted = EntityExpansion(graph, BuiltinExtractor(), max_memories=9, weight=0.5).rescore(
+        query("did caroline go to stanford"), fused
+    )
+
+    # stanford (one memory) weighs more than caroline (two); t2 names both: 0.5 x 0.5 lift in all
+    scores = {f.candidate.hit.id: round(f.fused, 6) for f in lifted}
+    caroline, stanford = 1 / (1 + math.log(2)), 1.0
+    assert scores["t2"] == round(0.3 + 0.25, 6)
+    assert scores["t0"] == round(0.5 + 0.25 * caroline / (caroline + stanford), 6)
+    assert scores["t1"] == 0.4 and scores["t3"] == 0.2
+    assert (
+        EntityExpansion(graph, BuiltinExtractor(), 9, weight=0.0).rescore(query("stanford"), fused) == fused
+    )
+
+
+def test_the_session_lift_raises_a_turn_by_its_best_neighbour() -> None:
+    graph = store()
+    fused = fused_of(graph, [0.1, 0.2, 0.9, 0.3])
+
+    lifted = SessionEvidence(graph, hits=5, weight=0.5).rescore(query("x"), fused)
+
+    scores = {f.candidate.hit.id: round(f.fused, 6) for f in lifted}
+    assert scores == {"t0": 0.2, "t1": 0.65, "t2": 1.05, "t3": 0.75}
