@@ -324,3 +324,31 @@ def test_neighbours_of_a_turn_are_the_turns_around_it(store: Neo4jStore, tenant:
     # Then a turn's neighbours are the previous and next turns, nearest last and first
     found: dict[str, Any] = store.neighbours(tenant, [chunk_id(tenant, "t2", 0)], 2)
     assert found[chunk_id(tenant, "t2", 0)] == (["turn 0", "turn 1"], ["turn 3", "turn 4"])
+
+
+def test_the_search_reads_of_the_graph(store: Neo4jStore, tenant: str) -> None:
+    # Given four turns, two naming Rome, one Oslo, and a speaker named in three
+    texts = ["Ann: off to Rome", "Bob: Rome is lovely", "Ann: then Oslo", "Ann: home"]
+    store.write_documents([turn(tenant, f"t{n}", text, second=n) for n, text in enumerate(texts)])
+    ids = [chunk_id(tenant, f"t{n}", 0) for n in range(4)]
+    everything = {
+        "user_id": tenant, "project_id": None, "session_id": None, "document_id": None,
+        "memory_types": None, "tags": None, "from_date": None, "to_date": None, "statuses": None,
+    }  # fmt: skip
+
+    # Which of some memories name which entities (those named by at most 2 memories)
+    among = store.mentions_among(tenant, ["rome", "oslo", "ann", "nobody"], 2, ids[:2] + ids[3:])
+    assert sorted(among) == ["oslo", "rome"]
+    assert among["oslo"] == (1, [])
+    assert among["rome"][0] == 2 and sorted(among["rome"][1]) == sorted(ids[:2])
+
+    # The NEXT edges among some memories, and the memories beside some
+    assert sorted(store.next_among(tenant, ids[:3])) == [(ids[0], ids[1]), (ids[1], ids[2])]
+    beside = store.beside_candidates([ids[1]], [0.1] * DIMENSION, everything)
+    assert sorted(row["memory"]["id"] for row in beside) == sorted([ids[0], ids[2]])
+
+    # The memories naming entities, those naming more of them first, too common ones left out
+    named = store.entity_candidates(["rome", "oslo", "ann"], 2, [0.1] * DIMENSION, 10, everything)
+    assert sorted(row["memory"]["id"] for row in named) == sorted(ids[:3])
+    assert store.entity_candidates(["ann"], 2, [0.1] * DIMENSION, 10, everything) == []
+    assert store.entity_candidates(["rome"], 2, [0.1] * DIMENSION, 10, {**everything, "user_id": "x"}) == []
