@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shared.embedding import make_embedder
 from shared.graph.entities import BuiltinExtractor, NoExtractor
 from shared.ids import content_hash, document_key, memory_id
@@ -86,6 +88,9 @@ def main() -> None:
     parser.add_argument("--limit-questions", type=int, default=0)
     parser.add_argument("--skip-write", action="store_true", help="the tenants already hold the set")
     parser.add_argument("--skip-search", action="store_true", help="measure the write only")
+    parser.add_argument(
+        "--write-only", action="store_true", help="random unit vectors, no embedder: the write alone"
+    )
     parser.add_argument("--only", nargs="*", help="search configurations whose label holds one of these")
     args = parser.parse_args()
     settings = get_settings()
@@ -97,16 +102,22 @@ def main() -> None:
     embedder = make_embedder(settings)
     store = Neo4jStore(settings)
     if not args.skip_write:
-        embedder.embed(texts[:64])  # warm-up
-        started = time.perf_counter()
-        vectors = embedder.embed(texts)
-        one_call = len(texts) / (time.perf_counter() - started)
         per_task = settings.ingest_batch_documents
-        started = time.perf_counter()
-        for i in range(0, len(texts), per_task):
-            embedder.embed(texts[i : i + per_task])
-        task_calls = len(texts) / (time.perf_counter() - started)
-        print(f"raw embedder: {one_call:.1f} chunks/s in one call, {task_calls:.1f} in calls of {per_task}")
+        if args.write_only:
+            rng = np.random.default_rng(1)
+            vectors = rng.normal(size=(len(texts), embedder.dimension)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            task_calls = 0.0
+        else:
+            embedder.embed(texts[:64])  # warm-up
+            started = time.perf_counter()
+            vectors = embedder.embed(texts)
+            one_call = len(texts) / (time.perf_counter() - started)
+            started = time.perf_counter()
+            for i in range(0, len(texts), per_task):
+                embedder.embed(texts[i : i + per_task])
+            task_calls = len(texts) / (time.perf_counter() - started)
+            print(f"raw embedder: {one_call:.1f} chunks/s in one call, {task_calls:.1f} in {per_task}s")
         store.ensure_schema(embedder.model_name, embedder.dimension)
         version = int(time.time() * 1000)
         rates = {}
@@ -126,10 +137,9 @@ def main() -> None:
             writer.close()
             print(f"write, {label}: {rates[label]:.1f} chunks/s")
         added = 1 / rates["entities on (builtin)"] - 1 / rates["entities off"]
-        print(
-            f"entities add {added * 1000:.2f} ms per chunk to the write: "
-            f"{added * task_calls * 100:.1f}% of the embedder's time per chunk (calls of {per_task})"
-        )
+        print(f"entities add {added * 1000:.2f} ms per chunk to the write")
+        if task_calls:
+            print(f"that is {added * task_calls * 100:.1f}% of the embedder's time per chunk ({per_task}s)")
 
     if args.skip_search:
         store.close()
@@ -145,7 +155,10 @@ def main() -> None:
         "engram + session candidates": ("engram", session),
         "engram + entity lift 0.1": ("engram", {**entities, "search_entity_weight": 0.1}),
         "engram + entity lift 0.3": ("engram", {**entities, "search_entity_weight": 0.3}),
+        "engram + session lift 0.05": ("engram", {**session, "search_session_weight": 0.05}),
         "engram + session lift 0.1": ("engram", {**session, "search_session_weight": 0.1}),
+        "engram + session lift 0.15": ("engram", {**session, "search_session_weight": 0.15}),
+        "engram + session lift 0.2": ("engram", {**session, "search_session_weight": 0.2}),
         "engram + session lift 0.3": ("engram", {**session, "search_session_weight": 0.3}),
         "engram + both lifts 0.1": (
             "engram",
