@@ -13,7 +13,6 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from producers.auth import caller_of
 from producers.client import EngramClient
 from shared.auth import Caller
-from shared.errors import InvalidInput
 from shared.graph.entities import EntityKind, normalise
 from shared.graph.models import EntityDetail, EntityPage
 from shared.models import TENANT_FROM_KEY, Identifier
@@ -44,10 +43,9 @@ def client() -> EngramClient:
 CallerDep = Annotated[Caller, Depends(caller)]
 
 
-def _words(name: str, value: str | None) -> str | None:
-    if value is not None and not normalise(value):
-        raise InvalidInput(f"{name} has no letters or digits to match a name by")
-    return value
+def _matches_nothing(*names: str | None) -> bool:
+    """A name with no letter or digit ("---") is a valid identifier that no entity is named by."""
+    return any(name is not None and not normalise(name) for name in names)
 
 
 @router.get("/api/entities", response_model=EntityPage)
@@ -63,8 +61,9 @@ async def list_entities(
     """The tenant's entities, most mentioned first: ``prefix`` matches the start of a name or an
     alias, ``q`` any part of the name (both case-blind)."""
     tenant = who.tenant_for(user_id)
-    found = _words("prefix", prefix), _words("q", q)
-    return await run_in_threadpool(client().list_entities, tenant, found[0], found[1], kind, limit, offset)
+    if _matches_nothing(prefix, q):
+        return EntityPage(entities=[])
+    return await run_in_threadpool(client().list_entities, tenant, prefix, q, kind, limit, offset)
 
 
 @router.get("/api/entities/{name:path}", response_model=EntityDetail)
@@ -75,8 +74,7 @@ async def get_entity(
 ) -> EntityDetail:
     """One entity: the memories that mention it (newest first) and the entities mentioned with it."""
     tenant = who.tenant_for(user_id)
-    _words("name", name)
-    found = await run_in_threadpool(client().get_entity, tenant, name)
+    found = None if _matches_nothing(name) else await run_in_threadpool(client().get_entity, tenant, name)
     if found is None:
         raise HTTPException(status_code=404, detail=f"no entity {name!r} for user {tenant!r}")
     return found

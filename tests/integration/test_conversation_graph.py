@@ -125,14 +125,14 @@ def test_entities_are_listed_searched_and_shown_for_the_keys_tenant(
 @pytest.mark.parametrize(
     ("path", "params"),
     [
-        ("/api/entities", {"prefix": "!!!"}),
-        ("/api/entities", {"q": " x"}),
+        ("/api/entities", {"prefix": " x"}),
+        ("/api/entities", {"q": "x\u200b"}),
         ("/api/entities", {"kind": "planet"}),
         ("/api/entities", {"limit": 0}),
         ("/api/entities", {"limit": 501}),
         ("/api/entities", {"offset": -1}),
         ("/api/entities/%E2%80%8B", {}),
-        ("/api/entities/---", {}),
+        ("/api/entities/%20caroline", {}),
     ],
 )
 def test_bad_input_to_the_entity_api_is_a_4xx(
@@ -140,6 +140,17 @@ def test_bad_input_to_the_entity_api_is_a_4xx(
 ) -> None:
     response = api.get(path, params=params, headers={"Authorization": f"Bearer {keys(tenant).key}"})
     assert response.status_code == 422, response.text
+
+
+def test_a_name_with_no_letter_or_digit_names_no_entity(api: TestClient, keys: Any, tenant: str) -> None:
+    post_turns(api, tenant, [0])
+    own = {"Authorization": f"Bearer {keys(tenant).key}"}
+    assert api.get("/api/entities", params={"prefix": "!!!"}, headers=own).json() == {
+        "entities": [],
+        "next_offset": None,
+    }
+    assert api.get("/api/entities", params={"q": "--"}, headers=own).json()["entities"] == []
+    assert api.get("/api/entities/---", headers=own).status_code == 404
 
 
 def test_the_cli_shows_entities_and_backfills_the_graph(
