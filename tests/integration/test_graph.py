@@ -343,7 +343,7 @@ def test_the_search_reads_of_the_graph(store: Neo4jStore, tenant: str) -> None:
     assert among["rome"][0] == 2 and sorted(among["rome"][1]) == sorted(ids[:2])
 
     # The NEXT edges among some memories, and the memories beside some
-    assert sorted(store.next_among(tenant, ids[:3])) == [(ids[0], ids[1]), (ids[1], ids[2])]
+    assert sorted(store.next_among(tenant, ids[:3])) == sorted([(ids[0], ids[1]), (ids[1], ids[2])])
     beside = store.beside_candidates([ids[1]], [0.1] * DIMENSION, everything)
     assert sorted(row["memory"]["id"] for row in beside) == sorted([ids[0], ids[2]])
 
