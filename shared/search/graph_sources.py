@@ -15,18 +15,20 @@ fusion, keyword statistics and ranking as every other.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
-from shared.errors import ConfigurationError
+from shared.errors import ConfigurationError, ServiceUnavailable
 from shared.graph.entities import EntityExtractor, normalise
 from shared.search.records import Candidate, Fused, Hit
 from shared.search.sources import Query
 from shared.settings import Settings
 
 Row = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class CandidateExpander(Protocol):
@@ -98,7 +100,11 @@ class EntityExpansion:
         if self._weight <= 0 or not keys or not fused:
             return list(fused)
         ids = [f.candidate.hit.id for f in fused]
-        found = self._store.mentions_among(query.user_id, keys, self._max_memories, ids)
+        try:
+            found = self._store.mentions_among(query.user_id, keys, self._max_memories, ids)
+        except ServiceUnavailable as exc:  # after the candidates came: ranked without the lift
+            log.warning("entity lift skipped: %s", exc.detail)
+            return list(fused)
         weights = {key: 1.0 / (1.0 + math.log(max(n, 1))) for key, (n, _) in found.items()}
         total = sum(weights.values())
         if total <= 0:
@@ -133,7 +139,12 @@ class SessionEvidence:
             return list(fused)
         score = {f.candidate.hit.id: f.fused for f in fused}
         best: dict[str, float] = {}
-        for a, b in self._store.next_among(query.user_id, list(score)):
+        try:
+            pairs = self._store.next_among(query.user_id, list(score))
+        except ServiceUnavailable as exc:  # after the candidates came: ranked without the lift
+            log.warning("session lift skipped: %s", exc.detail)
+            return list(fused)
+        for a, b in pairs:
             best[a] = max(best.get(a, 0.0), score[b])
             best[b] = max(best.get(b, 0.0), score[a])
         return [replace(f, fused=f.fused + self._weight * best.get(f.candidate.hit.id, 0.0)) for f in fused]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.errors import ConfigurationError
+from shared.errors import ConfigurationError, ServiceUnavailable
 from shared.graph.entities import BuiltinExtractor
 from shared.models import SearchFilters
 from shared.search import Query, Searcher
@@ -178,3 +178,24 @@ def test_the_session_lift_raises_a_turn_by_its_best_neighbour() -> None:
 
     scores = {f.candidate.hit.id: round(f.fused, 6) for f in lifted}
     assert scores == {"t0": 0.2, "t1": 0.65, "t2": 1.05, "t3": 0.75}
+
+
+class Down(GraphStore):
+    def mentions_among(
+        self, user_id: str, keys: Sequence[str], max_memories: int, ids: Sequence[str]
+    ) -> dict[str, tuple[int, list[str]]]:
+        raise ServiceUnavailable("neo4j", "gone")
+
+    def next_among(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        raise ServiceUnavailable("neo4j", "gone")
+
+
+def test_a_lift_whose_read_fails_leaves_the_fused_scores_as_they_were() -> None:
+    good = store()
+    graph = Down(good.memories, good.mentions, good.chain)
+    fused = fused_of(graph, [0.5, 0.4, 0.3, 0.2])
+
+    assert (
+        EntityExpansion(graph, BuiltinExtractor(), 9, weight=0.5).rescore(query("stanford"), fused) == fused
+    )
+    assert SessionEvidence(graph, hits=5, weight=0.5).rescore(query("x"), fused) == fused
