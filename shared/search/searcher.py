@@ -20,6 +20,7 @@ from shared.models import SearchMethod, SearchRequest, SearchResponse, SearchRes
 from shared.search import fusion
 from shared.search.agentic import ChatJudge, Judge, fuse_rounds
 from shared.search.bm25 import TermStats
+from shared.search.graph_sources import CandidateExpander, graph_expanders
 from shared.search.ranking import RankingPolicy, rank
 from shared.search.records import Candidate, Fused, Ranked
 from shared.search.rerank import HttpReranker, Reranker, reranked
@@ -88,6 +89,7 @@ class Searcher:
         backup: BackupCandidates | None = None,
         reranker: Reranker | None = None,
         judge: Judge | None = None,
+        expanders: Sequence[CandidateExpander] | None = None,
     ) -> None:
         s = settings
         self._store = store
@@ -103,6 +105,7 @@ class Searcher:
         self._model_checked_until = 0.0
         self._reranker = reranker if reranker is not None else _reranker(s)
         self._judge = judge if judge is not None else _judge(s)
+        self._expanders = list(expanders) if expanders is not None else graph_expanders(store, s)
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
@@ -137,7 +140,11 @@ class Searcher:
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
         policy = RankingPolicy.from_settings(s, threshold)
-        ranked = rank(fuse(method, candidates, s), policy, max(top_k, self._head(method)), utc_now())
+        fused = fuse(method, candidates, s)
+        if method == "engram" and source == "neo4j":  # the graph's re-scorers (graph_sources.py)
+            for expander in self._expanders:
+                fused = expander.rescore(query, fused)
+        ranked = rank(fused, policy, max(top_k, self._head(method)), utc_now())
         follow_ups: list[str] = []
         if method == "engram" and source == "neo4j":
             ranked, follow_ups = self._second_round(query, ranked, policy)
@@ -171,6 +178,8 @@ class Searcher:
         if method != "vector":
             lists.append(self._fulltext.candidates(query))
         merged = fusion.merge(lists)
+        if method == "engram":  # the graph's sources the settings switch on (graph_sources.py)
+            merged = fusion.merge([merged, *[e.expand(query, merged) for e in self._expanders]])
         if method != "vector" and query.terms:
             merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
         merged = fusion.with_ranks(merged)

@@ -56,6 +56,8 @@ async def _session_scenario(tenant: str) -> dict[str, Any]:
             "search_memory", {"query": "when did Maya's sister go hiking", "top_k": 1, "session_id": "week"}
         )
         seen["found"] = found.structuredContent
+        entity = await session.call_tool("entities", {"name": "Maya"})
+        seen["entity"] = entity.structuredContent
         seen["bad"] = await session.call_tool("remember", {"text": "   "})
     return seen
 
@@ -63,8 +65,8 @@ async def _session_scenario(tenant: str) -> dict[str, Any]:
 def test_an_agent_remembers_and_finds_through_the_queues(workers: Workers, tenant: str) -> None:
     seen = asyncio.run(_session_scenario(tenant))
 
-    # The agent sees the three tools; both turns went through the pipeline
-    assert seen["tools"] == ["memory_status", "remember", "search_memory"]
+    # The agent sees the four tools; both turns went through the pipeline
+    assert seen["tools"] == ["entities", "memory_status", "remember", "search_memory"]
     assert seen["states"] == ["done", "done"]
 
     # The search finds the hiking turn (words in other forms: "hiking", "Maya's") with a context text
@@ -72,6 +74,10 @@ def test_an_agent_remembers_and_finds_through_the_queues(workers: Workers, tenan
     assert [m["document_id"] for m in found["memories"]] == [seen["ids"][0]]
     assert found["source"] == "neo4j"
     assert found["context"] and "Mount Tam" in found["context"]
+
+    # The entities the turns name: Maya, with the turn that names her
+    assert seen["entity"]["entity"]["key"] == "maya"
+    assert [m["id"] for m in seen["entity"]["entity"]["mentioned_in"]] == [found["memories"][0]["id"]]
 
     # Bad input is an error result that says what is wrong
     assert seen["bad"].isError
