@@ -307,10 +307,28 @@ async def probes() -> health.Probes:
     return default_probes()
 
 
+async def _is_admin(request: Request) -> bool:
+    """Whether an open route's caller sent an admin key (a wrong or absent key is no error here)."""
+    if get_settings().auth_mode == "local":
+        return True
+    token = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix(
+        "Bearer "
+    )
+    if not token:
+        return False
+    try:
+        return (await run_in_threadpool(authenticator().bearer, token)).admin
+    except (Unauthenticated, ServiceUnavailable):
+        return False
+
+
 @app.get("/healthz", response_model=health.Health, responses={503: {"model": health.Health}})
-async def healthz(checks: Annotated[health.Probes, Depends(probes)]) -> JSONResponse:
-    """Each service, checked at once within about a second; 503 when Redis is down."""
+async def healthz(checks: Annotated[health.Probes, Depends(probes)], request: Request) -> JSONResponse:
+    """Each service, checked at once within about a second; 503 when Redis is down. Anyone sees
+    the services' names and states; what went wrong (addresses, paths, hosts) only an admin key."""
     report = await health.check(checks)
+    if not await _is_admin(request):
+        report = report.without_details()
     return JSONResponse(status_code=report.http_status, content=report.model_dump(mode="json"))
 
 

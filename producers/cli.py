@@ -458,9 +458,21 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.auth_mode == "local" and not is_loopback(host):
         raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {host}")
     # Several processes share the port (uvicorn's supervisor restarts one that dies); each has
-    # its own event loop, thread pool and bound of waiting searches.
+    # its own event loop, thread pool and bound of waiting searches. The access log names paths
+    # without their query strings (shared/log_privacy.py).
+    log_config = {**uvicorn.config.LOGGING_CONFIG}
+    log_config["filters"] = {"redact_query": {"()": "shared.log_privacy.RedactQuery"}}
+    log_config["handlers"] = {**log_config["handlers"]}
+    log_config["handlers"]["access"] = {**log_config["handlers"]["access"], "filters": ["redact_query"]}
+    # httptools (llhttp) parses strictly: a request with both Content-Length and
+    # Transfer-Encoding, or a header line ended by a bare LF, is a 400 and the connection closed
+    # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling).
     uvicorn.run(
         "producers.api:app",
+        http="httptools",
+        limit_concurrency=settings.api_max_connections,
+        timeout_keep_alive=settings.api_keep_alive_s,
+        log_config=log_config,
         host=host,
         port=args.port or settings.api_port,
         workers=args.workers or settings.api_workers,

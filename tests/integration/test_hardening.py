@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 # Finding 3: 500s on input a client can send -------------------------------------------------
 
 
-@pytest.mark.parametrize("timestamp", ["²", "١٢٣", "½", "+1", " 1", "1" * 40])
+@pytest.mark.parametrize("timestamp", ["²", "¹²", "½", "+1", "1_0", "1" * 40])
 def test_a_webhook_timestamp_that_is_no_ascii_number_is_a_401_not_a_500(
     api: TestClient, keys: KeyMaker, tenant: str, timestamp: str
 ) -> None:
@@ -38,7 +38,10 @@ def test_a_webhook_timestamp_that_is_no_ascii_number_is_a_401_not_a_500(
         headers={
             "content-type": "application/json",
             "x-engram-key-id": made.info.id,
-            "x-engram-timestamp": timestamp,
+            # as the app reads a header (latin-1): "²" arrives as the byte 0xb2
+            "x-engram-timestamp": timestamp.encode("utf-8")
+            if timestamp.isascii()
+            else timestamp.encode("latin-1", "replace"),  # type: ignore[dict-item]
             "x-engram-signature": signature(made.signing_secret, "1", body),
         },
     )
@@ -185,12 +188,24 @@ def test_signed_webhook_refusals_do_not_tell_the_reason_apart(
     assert len(details) == 1, details
 
 
+def test_open_healthz_names_services_and_states_only_and_an_admin_sees_why(
+    api: TestClient, keys: KeyMaker, tenant: str, settings: Any
+) -> None:
+    for anonymous_or_tenant in (client_with(), client_with(keys(tenant).key)):
+        body = anonymous_or_tenant.get("/healthz").json()
+        assert {body[name]["detail"] for name in ("redis", "neo4j", "qdrant", "workers")} == {""}
+        assert str(settings.data_dir) not in json.dumps(body)
+        assert "@" not in json.dumps(body)  # no worker host name
+    admin = api.get("/healthz").json()
+    assert admin["qdrant"]["detail"]  # the embedded folder, for an admin
+
+
 # Finding 6: credentials that could mean two callers ------------------------------------------
 
 
-def _raw_request(headers: list[tuple[str, str]]) -> Any:
+def _raw_request(headers: list[tuple[str, str | bytes]]) -> Any:
     client = TestClient(app, base_url=APP_URL)
-    return client.get("/api/status", headers=headers)
+    return client.get("/api/status", headers=headers)  # type: ignore[arg-type]
 
 
 def test_two_authorization_headers_are_refused(api: TestClient, keys: KeyMaker, tenant: str) -> None:
@@ -212,7 +227,12 @@ def test_a_key_not_in_its_one_exact_form_is_refused(
     api: TestClient, keys: KeyMaker, tenant: str, suffix: str
 ) -> None:
     alice = keys(tenant)
-    response = _raw_request([("x-api-key", alice.key + suffix)])
+    sent = alice.key + suffix
+    try:  # the bytes a client sends: latin-1 where it can say it, as the app reads headers
+        raw = sent.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = sent.encode("utf-8")
+    response = _raw_request([("x-api-key", raw)])
     assert response.status_code == 401
 
 
@@ -258,3 +278,42 @@ def test_json_loads_of_the_edge_gives_finite_numbers_only() -> None:
 
     with pytest.raises(StrictJsonError):
         loads_strict(json.dumps({"a": 1}).replace("1", "1e400"))
+
+
+# Finding 4: a private data folder, logs without tenant text or credentials --------------------
+
+
+def test_nothing_in_the_data_folder_is_readable_by_others(api: TestClient, settings: Any) -> None:
+    import os
+    import stat
+
+    exposed = []
+    for folder, names, files in os.walk(settings.data_dir):
+        for name in [*names, *files]:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path) and os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                exposed.append(path)
+    assert exposed == [], exposed[:10]
+
+
+def test_a_task_success_is_logged_without_its_result_and_a_path_without_its_query() -> None:
+    import logging
+
+    from celery.app import trace
+
+    import workers.app  # noqa: F401  (the worker's app quiets its success line on import)
+    from shared.log_privacy import RedactQuery
+
+    assert "return_value" not in trace.LOG_SUCCESS
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        "",
+        0,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", "/api/status?api_key=egk_secret", "1.1", 401),
+        None,
+    )
+    assert RedactQuery().filter(record)
+    assert "egk_secret" not in record.getMessage()
+    assert "/api/status" in record.getMessage()
