@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from producers.client import EngramClient
 from producers.files import read_documents
 from shared.auth import KeyInfo
+from shared.confusables import confusable_with
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import DeleteResult, Identifier, SearchFilters, SearchRequest, utc_now
@@ -126,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     who = create.add_mutually_exclusive_group(required=True)
     who.add_argument("--tenant", help="the one tenant (user_id) the key acts for")
     who.add_argument("--admin", action="store_true", help="a key for every tenant and the store's status")
+    create.add_argument(
+        "--strict-tenants",
+        action="store_true",
+        help="refuse a tenant a reader could take for an existing one (else a warning)",
+    )
     create.add_argument("--name", default="", help="what it is for, e.g. n8n")
     create.add_argument(
         "--signing", action="store_true", help="also a signing secret, for HMAC-signed webhooks"
@@ -401,7 +407,16 @@ def _progress_json(progress: ReembedProgress) -> dict[str, Any]:
 
 def _keys_create(args: argparse.Namespace) -> int:
     tenant = None if args.admin else _identifier(args.tenant)
-    made = EngramClient().create_key(args.name, tenant, signing=args.signing)
+    client = EngramClient()
+    if tenant is not None:
+        known = {key.tenant for key in client.key_store().list_keys() if key.tenant}
+        alike = confusable_with(tenant, known)
+        if alike:
+            said = f"tenant {tenant!r} reads like {', '.join(map(repr, alike))} (Unicode confusables)"
+            if args.strict_tenants or get_settings().strict_tenants:
+                raise InvalidInput(f"{said}; refused (--strict-tenants, ENGRAM_STRICT_TENANTS)")
+            print(f"warning: {said}", file=sys.stderr)
+    made = client.create_key(args.name, tenant, signing=args.signing)
     if args.json:
         print(made.model_dump_json(indent=2))
         return 0

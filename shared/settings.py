@@ -243,6 +243,10 @@ class Settings(BaseSettings):
         300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
     )
 
+    strict_tenants: bool = Field(
+        False, description="engram keys create refuses a tenant confusable with an existing one (else warns)."
+    )
+
     api_workers: int = Field(
         1, ge=1, le=64, description="HTTP app processes (uvicorn workers); each holds its own searches."
     )

@@ -317,3 +317,32 @@ def test_a_task_success_is_logged_without_its_result_and_a_path_without_its_quer
     assert RedactQuery().filter(record)
     assert "egk_secret" not in record.getMessage()
     assert "/api/status" in record.getMessage()
+
+
+# Finding 8: tenant names that read alike ----------------------------------------------------
+
+
+def test_a_tenant_confusable_with_an_existing_one_is_warned_and_refused_when_strict(
+    api: TestClient, keys: KeyMaker, tenant: str
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.integration.support import ROOT
+
+    engram = str(Path(sys.executable).with_name("engram"))
+    keys(f"a{tenant}")  # the existing tenant, in Latin letters
+    lookalike = f"\u0430{tenant}"  # the same with a Cyrillic a
+
+    def create(*extra: str) -> subprocess.CompletedProcess[str]:
+        command = [engram, "keys", "create", "--tenant", lookalike, "--json", *extra]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    strict = create("--strict-tenants")
+    assert strict.returncode != 0
+    assert "confusable" in strict.stderr and f"a{tenant}" in strict.stderr
+    warned = create()
+    assert warned.returncode == 0, warned.stderr
+    assert "warning" in warned.stderr
+    assert json.loads(warned.stdout)["info"]["tenant"] == lookalike
