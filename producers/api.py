@@ -160,9 +160,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
 
+# Swagger UI and ReDoc load their scripts from a CDN: a production app serves neither (the
+# OpenAPI document itself, /openapi.json, stays).
+_PAGES = get_settings().env == "development"
+
 app = FastAPI(
     title="Engram",
     version="0.1.0",
+    docs_url="/docs" if _PAGES else None,
+    redoc_url="/redoc" if _PAGES else None,
     lifespan=lifespan,
     responses=ERRORS,
     dependencies=[Depends(one_value_each)],
