@@ -135,6 +135,8 @@ def config(settings: Settings) -> str:
         f"pidfile={_value(paths.run / 'supervisord.pid')}\n"
         f"childlogdir={_value(paths.logs)}\n"
         f"directory={_value(ROOT)}\n"
+        # Private to this user: logs, the embedded Qdrant folder and every file a program writes.
+        "umask=077\n"
         "identifier=engram",
         "[rpcinterface:supervisor]\n"
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
@@ -23,7 +23,16 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    Tag,
+    ValidationError,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
@@ -73,10 +82,24 @@ MemoryIdPath = Annotated[uuid.UUID, Path(description="The memory's id.")]
 TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
 
 
+def _at_most_a_batch(value: Any) -> Any:
+    """Counts the documents before any is validated: the cost of a request is bounded by
+    ENGRAM_MAX_BATCH_DOCUMENTS, never by how many errors a million bad items would make."""
+    limit = get_settings().max_batch_documents
+    if isinstance(value, list) and len(value) > limit:
+        raise ValueError(
+            f"{len(value)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
+        )
+    return value
+
+
+DocumentList = Annotated[list[DocumentBody], BeforeValidator(_at_most_a_batch), Field(min_length=1)]
+
+
 class DocumentBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    documents: list[DocumentBody] = Field(min_length=1)
+    documents: DocumentList
 
 
 @lru_cache(maxsize=1)
@@ -138,9 +161,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
 
+# Swagger UI and ReDoc load their scripts from a CDN: a production app serves neither (the
+# OpenAPI document itself, /openapi.json, stays).
+_PAGES = get_settings().env == "development"
+
 app = FastAPI(
     title="Engram",
     version="0.1.0",
+    docs_url="/docs" if _PAGES else None,
+    redoc_url="/redoc" if _PAGES else None,
     lifespan=lifespan,
     responses=ERRORS,
     dependencies=[Depends(one_value_each)],
@@ -174,20 +203,44 @@ def problem(
     return Response(problem_body(detail, errors, service), status, media_type="application/json")
 
 
-@app.exception_handler(RequestValidationError)
-async def invalid_request(_: Request, exc: RequestValidationError) -> Response:
+# What a 422 repeats of a request is bounded: the first errors, then a count; each part of a
+# field's place cut short (a key of a megabyte is named by its first characters).
+ERRORS_SHOWN = 20
+PART_SHOWN = 64
+
+
+def _part(part: Any) -> int | str:
+    if isinstance(part, int):
+        return part
+    text = str(part)
+    return text if len(text) <= PART_SHOWN else text[:PART_SHOWN] + "..."
+
+
+def _invalid(errors: Sequence[Any]) -> Response:
     """Names each invalid field, never echoing its value (it may be anything)."""
-    errors = [
+    shown = [
         ProblemItem(
-            loc=[part if isinstance(part, int) else str(part) for part in error.get("loc", ())],
-            msg=str(error.get("msg", "invalid")),
+            loc=[_part(part) for part in error.get("loc", ())],
+            msg=str(error.get("msg", "invalid"))[:300],
             type=str(error.get("type", "invalid")),
         )
-        for error in exc.errors()
+        for error in errors[:ERRORS_SHOWN]
     ]
-    summary = "; ".join(f"{'.'.join(map(str, e.loc))}: {e.msg}" for e in errors[:5])
+    summary = "; ".join(f"{'.'.join(map(str, e.loc))}: {e.msg}" for e in shown[:5])
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-    return problem(422, f"invalid request: {summary}{more}", errors)
+    return problem(422, f"invalid request: {summary}{more}", shown)
+
+
+@app.exception_handler(RequestValidationError)
+async def invalid_request(_: Request, exc: RequestValidationError) -> Response:
+    return _invalid(exc.errors())
+
+
+@app.exception_handler(ValidationError)
+async def invalid_inside(_: Request, exc: ValidationError) -> Response:
+    """A model a route builds from what it was given (filters, say) refused it: the request's
+    fault, a 422 as if the route's own parameters had said so, never a 500."""
+    return _invalid(exc.errors(include_url=False, include_input=False))
 
 
 @app.exception_handler(StarletteHTTPException)
@@ -261,10 +314,28 @@ async def probes() -> health.Probes:
     return default_probes()
 
 
+async def _is_admin(request: Request) -> bool:
+    """Whether an open route's caller sent an admin key (a wrong or absent key is no error here)."""
+    if get_settings().auth_mode == "local":
+        return True
+    token = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix(
+        "Bearer "
+    )
+    if not token:
+        return False
+    try:
+        return (await run_in_threadpool(authenticator().bearer, token)).admin
+    except (Unauthenticated, ServiceUnavailable):
+        return False
+
+
 @app.get("/healthz", response_model=health.Health, responses={503: {"model": health.Health}})
-async def healthz(checks: Annotated[health.Probes, Depends(probes)]) -> JSONResponse:
-    """Each service, checked at once within about a second; 503 when Redis is down."""
+async def healthz(checks: Annotated[health.Probes, Depends(probes)], request: Request) -> JSONResponse:
+    """Each service, checked at once within about a second; 503 when Redis is down. Anyone sees
+    the services' names and states; what went wrong (addresses, paths, hosts) only an admin key."""
     report = await health.check(checks)
+    if not await _is_admin(request):
+        report = report.without_details()
     return JSONResponse(status_code=report.http_status, content=report.model_dump(mode="json"))
 
 
@@ -278,7 +349,7 @@ def _body_kind(body: Any) -> str:
 IngestBody = Annotated[
     Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[Annotated[list[DocumentBody], Field(min_length=1)], Tag("list")],
+    | Annotated[DocumentList, Tag("list")],
     Discriminator(_body_kind),
 ]
 
@@ -352,8 +423,8 @@ async def list_memories(
     project_id: Identifier | None = None,
     session_id: Identifier | None = None,
     document_id: Identifier | None = None,
-    memory_type: Annotated[list[Identifier] | None, Query()] = None,
-    tag: Annotated[list[Identifier] | None, Query()] = None,
+    memory_type: Annotated[list[Identifier] | None, Query(max_length=32)] = None,
+    tag: Annotated[list[Identifier] | None, Query(max_length=32)] = None,
     from_date: Moment | None = None,
     to_date: Moment | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,

@@ -15,6 +15,8 @@ loopback clients are served (settings refuse a non-loopback ``ENGRAM_API_HOST`` 
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 
 import anyio.to_thread
@@ -26,19 +28,36 @@ from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.settings import Settings, is_loopback
 
 CALLER = "engram.caller"
+# Headers that name the caller or its signature: each may appear once in a request.
+ONE_EACH = ("authorization", "x-api-key", "x-engram-key-id", "x-engram-timestamp", "x-engram-signature")
+
+
+class Ambiguous(Exception):
+    """The request names its caller in two ways: a 400, never a guess."""
+
+
 CHALLENGE = [(b"www-authenticate", b'Bearer realm="engram"')]
 
 
-def host_of(header: str) -> str:
-    """The host of a Host header, without its port: ``[::1]:8000`` is ``[::1]``."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[: header.find("]") + 1]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+# A Host header is one host and at most a port (RFC 9110 §7.2, RFC 3986's host): a DNS name or
+# IPv4 address, or an IPv6 address in brackets. Anything else (a list, userinfo, a path, a
+# second colon) is no host this app serves, whatever the allow-list says.
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?)(?::([0-9]{1,5}))?")
+
+
+def host_of(header: str) -> str | None:
+    """The host of a Host header, without its port (``[::1]:8000`` is ``[::1]``); None when the
+    header is not one host and an optional port."""
+    match = _HOST.fullmatch(header.lower())
+    if match is None or (match.group(2) is not None and int(match.group(2)) > 65535):
+        return None
+    return match.group(1)
 
 
 def host_allowed(header: str, allowed: list[str]) -> bool:
     host = host_of(header)
+    if host is None:
+        return False
     for pattern in allowed:
         pattern = pattern.lower()
         if pattern == "*" or host == pattern:
@@ -70,6 +89,13 @@ class AuthGuard:
             return
         settings = self.settings()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        named = Counter(k.decode("latin-1").lower() for k, _ in scope["headers"])
+        repeated = sorted(name for name in ONE_EACH if named[name] > 1)
+        if repeated or named["host"] > 1:
+            # Two of them: a proxy may read the first and the app the last (alice, then bob).
+            twice = ", ".join(repeated) or "host"
+            await answer(send, 400, f"a header that must appear once appears twice: {twice}")
+            return
         if not host_allowed(headers.get("host", ""), settings.allowed_hosts):
             await answer(
                 send, 400, "the Host header names a host this app does not serve (ENGRAM_ALLOWED_HOSTS)"
@@ -93,6 +119,12 @@ class AuthGuard:
                     # The signature covers the body, not the method or path: it is good for the
                     # one operation a webhook performs.
                     raise Unauthenticated("a signed request is taken by POST /api/documents only")
+                # The key named, and that it signs, before a byte of the body is read.
+                await anyio.to_thread.run_sync(
+                    self.authenticator().signing_key,
+                    headers.get("x-engram-key-id", ""),
+                    headers.get("x-engram-timestamp", ""),
+                )
                 body = await read_body(receive, settings.max_request_bytes)
                 if body is None:
                     return
@@ -106,6 +138,9 @@ class AuthGuard:
                 )
             else:
                 scope[CALLER] = await anyio.to_thread.run_sync(self.authenticator().bearer, _token(headers))
+        except Ambiguous as exc:
+            await answer(send, 400, str(exc))
+            return
         except Unauthenticated as exc:
             await answer(send, 401, str(exc), extra=CHALLENGE)
             return
@@ -119,6 +154,8 @@ class AuthGuard:
 
 
 def _token(headers: dict[str, str]) -> str:
+    if "authorization" in headers and "x-api-key" in headers:
+        raise Ambiguous("both Authorization and X-API-Key are given: send the key once")
     authorization = headers.get("authorization", "")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() == "bearer" and token:

@@ -20,6 +20,7 @@ from producers.client import EngramClient
 from producers.files import read_documents
 from producers.graph_cli import register as register_graph_commands
 from shared.auth import KeyInfo
+from shared.confusables import confusable_with
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import DeleteResult, Identifier, SearchFilters, SearchRequest, utc_now
@@ -127,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
     who = create.add_mutually_exclusive_group(required=True)
     who.add_argument("--tenant", help="the one tenant (user_id) the key acts for")
     who.add_argument("--admin", action="store_true", help="a key for every tenant and the store's status")
+    create.add_argument(
+        "--strict-tenants",
+        action="store_true",
+        help="refuse a tenant a reader could take for an existing one (else a warning)",
+    )
     create.add_argument("--name", default="", help="what it is for, e.g. n8n")
     create.add_argument(
         "--signing", action="store_true", help="also a signing secret, for HMAC-signed webhooks"
@@ -404,7 +410,16 @@ def _progress_json(progress: ReembedProgress) -> dict[str, Any]:
 
 def _keys_create(args: argparse.Namespace) -> int:
     tenant = None if args.admin else _identifier(args.tenant)
-    made = EngramClient().create_key(args.name, tenant, signing=args.signing)
+    client = EngramClient()
+    if tenant is not None:
+        known = {key.tenant for key in client.key_store().list_keys() if key.tenant}
+        alike = confusable_with(tenant, known)
+        if alike:
+            said = f"tenant {tenant!r} reads like {', '.join(map(repr, alike))} (Unicode confusables)"
+            if args.strict_tenants or get_settings().strict_tenants:
+                raise InvalidInput(f"{said}; refused (--strict-tenants, ENGRAM_STRICT_TENANTS)")
+            print(f"warning: {said}", file=sys.stderr)
+    made = client.create_key(args.name, tenant, signing=args.signing)
     if args.json:
         print(made.model_dump_json(indent=2))
         return 0
@@ -461,9 +476,21 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.auth_mode == "local" and not is_loopback(host):
         raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {host}")
     # Several processes share the port (uvicorn's supervisor restarts one that dies); each has
-    # its own event loop, thread pool and bound of waiting searches.
+    # its own event loop, thread pool and bound of waiting searches. The access log names paths
+    # without their query strings (shared/log_privacy.py).
+    log_config = {**uvicorn.config.LOGGING_CONFIG}
+    log_config["filters"] = {"redact_query": {"()": "shared.log_privacy.RedactQuery"}}
+    log_config["handlers"] = {**log_config["handlers"]}
+    log_config["handlers"]["access"] = {**log_config["handlers"]["access"], "filters": ["redact_query"]}
+    # httptools (llhttp) parses strictly: a request with both Content-Length and
+    # Transfer-Encoding, or a header line ended by a bare LF, is a 400 and the connection closed
+    # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling).
     uvicorn.run(
         "producers.api:app",
+        http="httptools",
+        limit_concurrency=settings.api_max_connections,
+        timeout_keep_alive=settings.api_keep_alive_s,
+        log_config=log_config,
         host=host,
         port=args.port or settings.api_port,
         workers=args.workers or settings.api_workers,

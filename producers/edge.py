@@ -14,6 +14,7 @@ value given twice.
 from __future__ import annotations
 
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -62,6 +63,15 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+def _finite(text: str) -> float:
+    """A JSON number read as a double: ``1e400`` is no number a double holds (it would be
+    Infinity, which JSON cannot say), so it is refused as NaN and Infinity are."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise StrictJsonError(f"{text[:40]} is too large for a number (a double)")
+    return number
+
+
 def _no_constant(name: str) -> Any:
     raise StrictJsonError(f"{name} is not a JSON number")
 
@@ -86,7 +96,7 @@ def _check_strings(value: Any) -> None:
 def loads_strict(text: str, what: str = "the body") -> Any:
     """``text`` parsed as JSON, or ``StrictJsonError`` naming what makes it unacceptable."""
     try:
-        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_finite)
     except StrictJsonError:
         raise
     except (ValueError, RecursionError) as exc:
@@ -150,7 +160,7 @@ class BodyGuard:
         limit = self.limit()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             await answer(send, 413, f"request body is {declared} bytes; {_limit_text(limit)}")
             return
         try:

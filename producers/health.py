@@ -65,6 +65,23 @@ class Health(BaseModel):
     def http_status(self) -> int:
         return 503 if self.status == "down" else 200
 
+    def without_details(self) -> Health:
+        """Names and states only: no address, folder, host or worker name (for a caller who is
+        not an admin; /healthz is open)."""
+        plain = {"detail": "", "ms": 0.0}
+        queues = {
+            queue: [f"worker-{i + 1}" for i in range(len(nodes))]
+            for queue, nodes in self.workers.queues.items()
+        }
+        return self.model_copy(
+            update={
+                "redis": self.redis.model_copy(update=plain),
+                "neo4j": self.neo4j.model_copy(update=plain),
+                "qdrant": self.qdrant.model_copy(update=plain),
+                "workers": self.workers.model_copy(update={**plain, "queues": queues}),
+            }
+        )
+
 
 def _nothing_to_close() -> None:
     return None

@@ -31,6 +31,11 @@ from shared.models import Identifier
 KEY_PREFIX = "egk"
 _KEY = re.compile(r"egk_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 _SIGNATURE = re.compile(r"v1=([0-9a-f]{64})")
+_KEY_ID = re.compile(r"[0-9a-f]{16}")
+# Unix seconds in ASCII digits ("²" is a digit to str.isdigit, not to int), at most 12 of them.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+# One answer for an unknown key, a key made without signing and a wrong signature.
+BAD_SIGNATURE = "the signed request is not valid: unknown key, a key without signing, or a wrong signature"
 
 Scope = Literal["tenant", "admin"]
 
@@ -179,7 +184,9 @@ class Authenticator:
         self._clock = clock
 
     def bearer(self, token: str) -> Caller:
-        match = _KEY.fullmatch(token.strip())
+        # The key in its one exact form: HTTP already took off the spaces and tabs around a header
+        # value, so anything else around it (a no-break space, say) makes it another string.
+        match = _KEY.fullmatch(token)
         if match is None:
             raise Unauthenticated("not an Engram API key")
         key = self._live_key(match.group(1))
@@ -187,12 +194,11 @@ class Authenticator:
             raise Unauthenticated("unknown or revoked API key")
         return Caller(key_id=key.id, tenant=key.tenant)
 
-    def signed(self, key_id: str, timestamp: str, given: str, body: bytes) -> Caller:
-        """A webhook request signed with the key's signing secret, within the replay window, and
-        not seen before (a replayed request is refused even inside the window)."""
-        if not re.fullmatch(r"[0-9a-f]{16}", key_id):
-            raise Unauthenticated("unknown or revoked API key")
-        if not timestamp.isdigit():
+    def signing_key(self, key_id: str, timestamp: str) -> ApiKey:
+        """The live signing key a signed request names, checked before its body is read: an
+        unknown, revoked or non-signing key, or a timestamp outside the window, is refused with
+        no body read. The three key refusals say the same words (no oracle of which keys exist)."""
+        if not _TIMESTAMP.fullmatch(timestamp):
             raise Unauthenticated("X-Engram-Timestamp must be Unix seconds")
         skew = abs(self._clock() - int(timestamp))
         if skew > self._tolerance_s:
@@ -200,13 +206,25 @@ class Authenticator:
                 f"the signature's timestamp is {skew:.0f} s away from now; the window is "
                 f"{self._tolerance_s:g} s (ENGRAM_WEBHOOK_TOLERANCE_S)"
             )
-        key = self._live_key(key_id)
+        if not _KEY_ID.fullmatch(key_id):
+            raise Unauthenticated(BAD_SIGNATURE)
+        try:
+            key = self._live_key(key_id)
+        except Unauthenticated:
+            raise Unauthenticated(BAD_SIGNATURE) from None
         if key.signing_secret is None:
-            raise Unauthenticated("this API key was not made for signed webhooks (--signing)")
-        match = _SIGNATURE.fullmatch(given.strip())
+            raise Unauthenticated(BAD_SIGNATURE)
+        return key
+
+    def signed(self, key_id: str, timestamp: str, given: str, body: bytes) -> Caller:
+        """A webhook request signed with the key's signing secret, within the replay window, and
+        not seen before (a replayed request is refused even inside the window)."""
+        key = self.signing_key(key_id, timestamp)
+        assert key.signing_secret is not None  # signing_key refuses a key without one
+        match = _SIGNATURE.fullmatch(given)
         expected = signature(key.signing_secret, timestamp, body)
         if match is None or not hmac.compare_digest(expected, f"v1={match.group(1)}"):
-            raise Unauthenticated("the signature does not match the body")
+            raise Unauthenticated(BAD_SIGNATURE)
         if not self._first_seen(f"{key_id}:{match.group(1)}", 2 * self._tolerance_s):
             raise Unauthenticated("this signed request was received before (a replay)")
         return Caller(key_id=key.id, tenant=key.tenant)

@@ -275,6 +275,10 @@ class Settings(BaseSettings):
         300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
     )
 
+    strict_tenants: bool = Field(
+        False, description="engram keys create refuses a tenant confusable with an existing one (else warns)."
+    )
+
     api_workers: int = Field(
         1, ge=1, le=64, description="HTTP app processes (uvicorn workers); each holds its own searches."
     )
@@ -283,6 +287,10 @@ class Settings(BaseSettings):
         ge=1,
         description="Searches one app process holds waiting at once; more get 503 with Retry-After.",
     )
+    api_max_connections: int = Field(
+        1000, ge=1, description="Connections and requests one app process takes at once; more get 503."
+    )
+    api_keep_alive_s: int = Field(5, ge=1, description="An idle kept-alive connection is closed after this.")
 
     @field_validator("redis_password", "qdrant_api_key", "embedding_api_key", mode="before")
     @classmethod

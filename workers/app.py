@@ -10,6 +10,7 @@ from celery import Celery
 from kombu.entity import Queue
 
 from shared import redis_client
+from shared.log_privacy import quiet_task_results
 from shared.settings import Settings, get_settings
 
 INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
@@ -106,3 +107,5 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
 
 
 app = make_app()
+# A task's success is logged with its name, id and time, never its result (a search's answer).
+quiet_task_results()

@@ -14,6 +14,10 @@ export ENGRAM_REDIS_URL=${ENGRAM_REDIS_URL:-redis://127.0.0.1:6379/0}
 export ENGRAM_NEO4J_URI=${ENGRAM_NEO4J_URI:-bolt://127.0.0.1:7687}
 export ENGRAM_API_PORT=${ENGRAM_API_PORT:-8000}
 VENV="$ENGRAM_ROOT/.venv"
+# The data folder holds tenants' text, keys and logs: everything ops/ starts writes it private to
+# this user (0700 folders, 0600 files), and a folder an earlier version left readable is closed.
+umask 077
+if [[ -d $ENGRAM_DATA_DIR ]]; then chmod -R go-rwx "$ENGRAM_DATA_DIR"; fi
 PY="$VENV/bin/python"
 RUN_DIR="$ENGRAM_DATA_DIR/run"
 LOG_DIR="$ENGRAM_DATA_DIR/logs"

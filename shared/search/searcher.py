@@ -136,7 +136,9 @@ class Searcher:
         except ServiceUnavailable as exc:
             if exc.service != "neo4j" or self._backup is None:
                 raise
-            source, degraded = "qdrant", f"neo4j unavailable: {exc.detail}"
+            # The reason stays in the worker's log: a tenant learns the primary is down, not where it is.
+            log.warning("search falls back to qdrant: neo4j unavailable: %s", exc.detail)
+            source, degraded = "qdrant", "neo4j unavailable"
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
         policy = RankingPolicy.from_settings(s, threshold)

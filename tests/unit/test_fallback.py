@@ -228,7 +228,7 @@ def test_neo4j_down_the_backup_answers_with_the_tenant_filters_and_the_reason() 
     answer = searcher.search(request(top_k=2, filters=filters))
 
     assert answer.source == "qdrant"
-    assert answer.degraded == "neo4j unavailable: Connection refused"
+    assert answer.degraded == "neo4j unavailable"  # where it is stays in the log
     assert [r.id for r in answer.results] == ["m1"]
     assert answer.results[0].created_at == datetime(2025, 12, 1, tzinfo=UTC)
     assert qdrant.asked == [("alice", SearchFilters.model_validate(filters), 6)]

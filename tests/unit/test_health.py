@@ -234,7 +234,7 @@ def test_healthz_answers_200_with_the_typed_body(http: Callable[[Probes], TestCl
     assert body["status"] == "degraded"
     assert body["down"] == ["neo4j"]
     assert set(body) == {"status", "down", "redis", "neo4j", "qdrant", "workers"}
-    assert body["workers"]["queues"]["query"] == ["all@host"]
+    assert body["workers"]["queues"]["query"] == ["worker-1"]  # counted, not named, without an admin key
 
 
 def test_healthz_answers_503_when_redis_is_down(http: Callable[[Probes], TestClient]) -> None:
