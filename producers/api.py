@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from producers import health
+from producers import admin, health
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
@@ -144,6 +144,7 @@ app = FastAPI(
     responses=ERRORS,
     dependencies=[Depends(one_value_each)],
 )
+app.include_router(admin.router, responses=ERRORS)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
 # Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
