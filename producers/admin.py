@@ -40,6 +40,13 @@ def _client() -> EngramClient:
     return EngramClient()
 
 
+def close() -> None:
+    """Called by the app's lifespan at its end."""
+    if _client.cache_info().currsize:
+        _client().close()
+        _client.cache_clear()
+
+
 def _admin(request: Request) -> None:
     if not caller_of(request.scope).admin:
         raise Forbidden("an admin key is required for /api/admin")

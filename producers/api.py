@@ -119,6 +119,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if default_probes.cache_info().currsize:
             default_probes().close()
             default_probes.cache_clear()
+        admin.close()
 
 
 def _problem(description: str) -> dict[str, Any]:

@@ -102,6 +102,11 @@ class Checkpoints(Protocol):
 class RestoreGraph(GraphStore, PrimaryStore, Checkpoints, Protocol):
     """What a restore needs of Neo4j."""
 
+    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
+        """The schema, the store id and the model claim, made now (a wiped store has none, and a
+        process that made them before the wipe would not make them again)."""
+        ...
+
 
 Progress = Callable[[RestoreReport, int], None]
 """Called after each batch with the report so far and the total to do."""
@@ -126,6 +131,7 @@ class Restorer:
         self._clock = clock
         self._batch = batch_documents
         self._min_share = min_share
+        self._bootstrapped: set[tuple[str, int]] = set()
 
     # Qdrant (or a file) to Neo4j.
 
@@ -139,6 +145,7 @@ class Restorer:
     ) -> RestoreReport:
         started = time.monotonic()
         report = RestoreReport(to="neo4j", source=source.name, tenant=tenant, dry_run=dry_run)
+        self._bootstrapped = set()
         documents = self._index(source, tenant, report)
         report.documents = len(documents)
         keys = sorted(documents)
@@ -213,8 +220,9 @@ class Restorer:
                 moments.append(built[1])
         if not writes:
             return
-        for model, dimension in {(w.model, len(w.vectors[0])) for w in writes}:
-            self._graph.ensure_schema(model, dimension)
+        for model, dimension in {(w.model, len(w.vectors[0])) for w in writes} - self._bootstrapped:
+            self._graph.bootstrap(model, dimension)
+            self._bootstrapped.add((model, dimension))
         outcome = self._graph.write_documents(writes)
         written = set(outcome.written)
         by_key = {w.staged.key: w for w in writes}

@@ -128,6 +128,9 @@ class FakeGraph:
             raise ConfigurationError(f"Neo4j holds vectors of {self.schema}, not {(model, dimension)}")
         self.registered.add((model, dimension))
 
+    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
+        self.ensure_schema(model, dimension)
+
     def register_model(self, model: str, dimension: int) -> None:
         """An EmbeddingModel node, as a past model (before a migration) leaves behind."""
         self.registered.add((model, dimension))
