@@ -121,6 +121,8 @@ def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
         )
         bar.close()
         _print_report(report, args.json, time.monotonic() - started)
+        if not args.dry_run and not args.json:
+            print("  restored Memories are pending: the reconciler syncs them to Qdrant (engram reconcile)")
     finally:
         graph.close()
     return EXIT_PARTIAL if report.unreadable_count else 0

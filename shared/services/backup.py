@@ -26,6 +26,8 @@ FORMAT = 1
 
 
 class QdrantSource:
+    is_backup = True
+
     def __init__(self, store: VectorStore) -> None:
         self._store = store
         self.name = store.collection
@@ -50,6 +52,8 @@ class QdrantSource:
 
 class FileSource:
     """A backup file, indexed once (each point's offset kept) and read point by point."""
+
+    is_backup = False
 
     def __init__(self, path: Path) -> None:
         self.name = str(path)

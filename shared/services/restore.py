@@ -56,7 +56,9 @@ class RestoreReport(BaseModel):
     documents: int = 0
     restored_documents: int = 0
     restored: int = Field(0, description="Memories written (to Neo4j) or synced (to Qdrant).")
-    synced: int = Field(0, description="Restored Memories marked synced: their point matches.")
+    synced: int = Field(
+        0, description="Restored Memories marked synced: their point matches (pending from a file)."
+    )
     skipped_newer: int = Field(0, description="Memories left alone: Neo4j holds a newer version.")
     superseded_points: int = Field(0, description="Points of a document's older version, not restored.")
     incomplete_documents: int = Field(0, description="Documents restored without some of their chunks.")
@@ -77,6 +79,8 @@ class PointSource(Protocol):
     """Where a restore to Neo4j reads points from: a Qdrant collection, or a backup file."""
 
     name: str
+    is_backup: bool
+    """The points are Qdrant's own: a Memory restored from one is ``synced``, else ``pending``."""
 
     def index(self, tenant: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every point's id and its ``INDEX_FIELDS``."""
@@ -234,7 +238,8 @@ class Restorer:
         }
         report.restored_documents += len(written)
         report.restored += len(versions)
-        report.synced += len(self._graph.mark_synced(versions))
+        if source.is_backup:
+            report.synced += len(self._graph.mark_synced(versions))
 
     def _document(
         self, doc: _Document, points: dict[str, VectorPoint], report: RestoreReport

@@ -3,6 +3,7 @@ through the store's own write path (Documents, HAS_CHUNK, NEXT), synced, as they
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import neo4j
@@ -10,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from qdrant_client import models as qm
 
+from producers.cli import main as cli_main
 from producers.client import EngramClient
 from shared.settings import Settings
 from tests.integration.support import KeyMaker, Workers, cypher, qdrant_reader, wait_until_finished
@@ -157,3 +159,45 @@ def test_status_shows_points_in_qdrant_beside_memories_in_neo4j(
     assert stores["neo4j_memories"] >= 1 and stores["store_id"] and stores["primary_lost"] is None
     assert api.get("/api/status").json()["stores"]["qdrant_points"] == stores["qdrant_points"]
     assert api.get("/healthz").json()["primary_lost"] is None
+
+
+def test_an_online_backup_file_restores_a_tenant_without_qdrant(
+    api: TestClient,
+    neo4j_driver: neo4j.Driver,
+    workers: Workers,
+    settings: Settings,
+    tenant: str,
+    tmp_path: Path,
+) -> None:
+    # Given a tenant's documents exported by engram backup
+    documents: list[dict[str, object]] = [
+        {
+            "user_id": tenant,
+            "id": "field-notes",
+            "text": long_text(),
+            "source": "notebook",
+            "metadata": {"n": 1},
+        }
+    ]
+    ids = post_documents(api, documents)
+    wait_until_finished(api, tenant, ids)
+    before = _memories(neo4j_driver, tenant)
+    folder = tmp_path / "backup"
+    assert cli_main(["backup", str(folder), "--tenant", tenant]) == 0
+    (backup,) = folder.glob("neo4j-*.jsonl")
+
+    # When the tenant is lost from Neo4j and restored from the file
+    cypher(
+        neo4j_driver, "MATCH (n) WHERE (n:Memory OR n:Document) AND n.user_id = $u DETACH DELETE n", u=tenant
+    )
+    assert cli_main(["restore", "--from", str(backup), "--tenant", tenant, "--fresh"]) == 0
+
+    # Then it is back as it was, pending until the reconciler has checked Qdrant holds it
+    after = _memories(neo4j_driver, tenant)
+    assert len(after) == len(before) > 1
+    assert {row["sync"] for row in after} == {"pending"}
+    for old, new in zip(before, after, strict=True):
+        assert {k: v for k, v in new.items() if k not in ("embedding", "sync")} == {
+            k: v for k, v in old.items() if k not in ("embedding", "sync")
+        }
+        assert new["embedding"] == pytest.approx(old["embedding"], abs=1e-6)
