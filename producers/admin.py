@@ -25,7 +25,9 @@ class RestoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: Literal["neo4j", "qdrant"] = Field("neo4j", description="The store rebuilt from the other.")
-    tenant: Identifier | None = Field(None, description="Only this tenant's memories.")
+    user_id: Identifier | None = Field(
+        None, description="Only this tenant's memories; absent: every tenant's."
+    )
     dry_run: bool = False
     fresh: bool = Field(False, description="Start over rather than resume from the checkpoint.")
 
@@ -56,7 +58,8 @@ def _admin(request: Request) -> None:
 async def start_restore(body: RestoreRequest, request: Request) -> RestoreStarted:
     """Sends the restore to the worker that may open Qdrant; poll GET for its progress."""
     _admin(request)
-    result = await run_in_threadpool(_client().start_restore, **body.model_dump())
+    options = body.model_dump(exclude={"user_id"})
+    result = await run_in_threadpool(_client().start_restore, tenant=body.user_id, **options)
     return RestoreStarted(task_id=str(result.id), to=body.to)
 
 

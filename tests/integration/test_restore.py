@@ -129,8 +129,8 @@ def test_restore_to_qdrant_rebuilds_the_points_with_the_document_fields(
 def test_the_admin_restore_call_is_for_admin_keys_only(api: TestClient, keys: KeyMaker, tenant: str) -> None:
     tenant_key = {"Authorization": f"Bearer {keys(tenant).key}"}
 
-    refused = api.post("/api/admin/restore", json={"tenant": tenant, "dry_run": True}, headers=tenant_key)
-    started = api.post("/api/admin/restore", json={"tenant": tenant, "dry_run": True})
+    refused = api.post("/api/admin/restore", json={"user_id": tenant, "dry_run": True}, headers=tenant_key)
+    started = api.post("/api/admin/restore", json={"user_id": tenant, "dry_run": True})
     bad = api.post("/api/admin/restore", json={"to": "elsewhere"})
 
     assert refused.status_code == 403
