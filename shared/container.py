@@ -138,6 +138,7 @@ class Container:
             guard=PrimaryGuard(self.graph, s.reconcile_min_primary_share),
             max_delete_share=s.reconcile_max_delete_share,
             mass_delete_min=s.reconcile_mass_delete_min,
+            backup_models=self.qdrant.models,
         )
 
     @cached_property

@@ -75,6 +75,7 @@ class Reconciler:
         guard: PrimaryGuard,
         max_delete_share: float = 0.2,
         mass_delete_min: int = 100,
+        backup_models: Callable[[], list[tuple[str, int]]] | None = None,
     ) -> None:
         self._graph = graph
         self._vectors = vectors
@@ -86,6 +87,7 @@ class Reconciler:
         self._guard = guard
         self._max_delete_share = max_delete_share
         self._mass_delete_min = mass_delete_min
+        self._backup_models = backup_models
 
     def run(self, dry_run: bool = False, scheduled: bool = False, force: bool = False) -> ReconcileReport:
         """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
@@ -183,7 +185,9 @@ class Reconciler:
     def _check_primary(self, report: ReconcileReport, dry_run: bool) -> dict[str, Verdict]:
         """The guard's verdict on each collection, before anything is repaired."""
         verdicts: dict[str, Verdict] = {}
-        for model, dimension in self._graph.models():
+        # The backup's collections too: a wiped primary knows of no model at all.
+        backup = self._backup_models() if self._backup_models is not None else []
+        for model, dimension in sorted({*self._graph.models(), *backup}):
             store = self._vectors(model, dimension)
             verdict = self._guard.check(store, stamp=not dry_run)
             verdicts[store.collection] = verdict

@@ -143,6 +143,24 @@ class QdrantConnection:
             names = [c.name for c in client.get_collections().collections]
         return sorted(int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit())
 
+    def models(self) -> list[tuple[str, int]]:
+        """The (model, dimension) of every Engram collection that holds points, as its points say:
+        what the backup holds even when the primary knows of none (a wiped Neo4j)."""
+        prefix = f"{self._settings.qdrant_collection_prefix}_"
+        found: set[tuple[str, int]] = set()
+        with self.using() as client, _translated_errors("list collections"):
+            for collection in client.get_collections().collections:
+                if not collection.name.startswith(prefix):
+                    continue
+                points, _ = client.scroll(
+                    collection.name, limit=1, with_payload=["embedding_model", "embedding_dim"]
+                )
+                payload = (points[0].payload or {}) if points else {}
+                model, dimension = payload.get("embedding_model"), payload.get("embedding_dim")
+                if isinstance(model, str) and isinstance(dimension, int):
+                    found.add((model, dimension))
+        return sorted(found)
+
     def drop(self, model: str, dimension: int) -> bool:
         """Deletes a model's collection (a migration's old one); True if it was there."""
         name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)

@@ -52,8 +52,9 @@ def _restore(trial: Trial, **options: Any) -> dict[str, Any] | None:
     except Exception as exc:
         trial.note(f"restore: {type(exc).__name__}: {exc}")
         return None
+    documents = f" of {report['documents']} documents" if report["to"] == "neo4j" else ""
     trial.note(
-        f"restore to {report['to']}: {report['restored']} memories of {report['documents']} documents, "
+        f"restore to {report['to']}: {report['restored']} memories{documents}, "
         f"synced {report['synced']}, unreadable {report['unreadable_count']}, "
         f"{time.monotonic() - started:.1f} s"
     )

@@ -32,7 +32,10 @@ class Stack:
     def reconciler(self) -> Reconciler:
         guard = PrimaryGuard(self.graph, 0.5)
         syncer = Syncer(self.graph, self.space, self.clock)
-        return Reconciler(self.graph, self.space, syncer, self.clock, 60, 50, 40, guard, 0.2, FLOOR)
+        held = [key for key, store in self.space.stores.items() if store.points]
+        return Reconciler(
+            self.graph, self.space, syncer, self.clock, 60, 50, 40, guard, 0.2, FLOOR, lambda: held
+        )
 
     def restorer(self) -> Restorer:
         return Restorer(self.graph, self.clock, batch_documents=7, min_share=0.5)
@@ -44,11 +47,13 @@ class Stack:
             outcome = self.graph.write_documents([write_of(doc)])
             syncer.sync(outcome.memory_ids)
 
-    def wipe(self) -> None:
-        """Neo4j's data lost: a new store, bootstrapped again with a store id of its own."""
+    def wipe(self, bootstrap: bool = True) -> None:
+        """Neo4j's data lost: a new store, bootstrapped again with a store id of its own (or not
+        yet: no process has written to it)."""
         self.graph = FakeGraph(self.clock)
-        self.graph.store_id = "store-b"
-        self.graph.ensure_schema(MODEL, DIM)
+        self.graph.store_id = "store-b" if bootstrap else None
+        if bootstrap:
+            self.graph.ensure_schema(MODEL, DIM)
 
 
 def _synced_and_checked() -> Stack:
@@ -78,6 +83,20 @@ def test_a_wiped_primary_is_refused_and_the_backup_kept() -> None:
     assert stack.vectors.count() == DOCS * 3 + 3
     assert stack.graph.primary_lost == real.primary_lost
     assert real.qdrant_points == {stack.vectors.collection: DOCS * 3 + 3}
+
+
+def test_a_wiped_primary_that_knows_no_model_yet_is_reported_lost() -> None:
+    # Given a wiped primary nothing has written to: it knows of no model, so no collection
+    stack = _synced_and_checked()
+    stack.wipe(bootstrap=False)
+
+    # When the reconciler runs
+    report = stack.reconciler().run()
+
+    # Then the backup's own collections are checked: the primary is lost, and the status says so
+    assert report.primary_lost is not None
+    assert report.qdrant_points == {stack.vectors.collection: DOCS * 3}
+    assert stack.graph.primary_lost == report.primary_lost and stack.vectors.count() == DOCS * 3
 
 
 def test_a_primary_far_smaller_than_an_unstamped_backup_is_refused() -> None:
