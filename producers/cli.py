@@ -278,13 +278,15 @@ def _status(args: argparse.Namespace) -> int:
     overview = client.overview()
     _print_json(overview)
     stores = overview["stores"]
+    points, counted = stores["qdrant_points"], stores["qdrant_points_counted_at"]
+    qdrant = (
+        "not counted yet (embedded: each reconcile pass counts them)"
+        if points is None
+        else f"{points} points"
+    )
     print(
-        f"Neo4j: {stores['neo4j_memories']} memories; Qdrant: {stores['qdrant_points']} points"
-        + (
-            ""
-            if stores["qdrant_points_counted_at"] is None
-            else f" (counted {stores['qdrant_points_counted_at']})"
-        ),
+        f"Neo4j: {stores['neo4j_memories']} memories; Qdrant: {qdrant}"
+        + ("" if counted is None else f" (counted {counted})"),
         file=sys.stderr,
     )
     if stores["primary_lost"]:

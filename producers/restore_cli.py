@@ -136,6 +136,8 @@ def run_backup(args: argparse.Namespace) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     graph = Neo4jStore(settings)
     try:
+        if args.qdrant:  # first: a folder in use refuses at once, before a long export
+            print(_qdrant_backup(settings, graph, folder, stamp))
         path = folder / f"neo4j-{stamp}.jsonl"
         started = time.monotonic()
         store_id = graph.identity().store_id
@@ -144,8 +146,6 @@ def run_backup(args: argparse.Namespace) -> int:
         )
         print(f"\rNeo4j: {count} memories to {path} in {time.monotonic() - started:.1f} s", flush=True)
         print(f"  restore it with: engram restore --from {path}")
-        if args.qdrant:
-            print(_qdrant_backup(settings, graph, folder, stamp))
     finally:
         graph.close()
     return 0
@@ -173,7 +173,7 @@ def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: s
         except ServiceUnavailable as exc:
             raise ServiceUnavailable(
                 "qdrant",
-                f"the embedded folder is in use ({exc})",
+                f"the embedded folder {settings.qdrant_local_path} is held by another process",
                 "stop the write worker, then run this again",
             ) from exc
         target = folder / f"qdrant-{stamp}"

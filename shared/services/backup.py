@@ -125,12 +125,15 @@ def export(
     page: int = 512,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Writes every Memory (of one tenant if named) to ``path`` as a backup file; returns how many.
-    Written to a temporary name and renamed at the end, so a file by that name is whole."""
+    """Writes every Memory (of one tenant if named) to ``path`` as a backup file (mode 0600);
+    returns how many. Written to a temporary name and renamed at the end, so a file by that name
+    is whole."""
     partial = path.with_name(path.name + ".partial")
     count = 0
     after: str | None = None
-    with partial.open("w", encoding="utf-8") as out:
+    # Every tenant's text: readable by its owner only, as the data folder is.
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
         out.write(json.dumps({"engram_backup": FORMAT, "store_id": store_id, "tenant": tenant}) + "\n")
         while True:
             rows = graph.export_page(after, tenant, page)

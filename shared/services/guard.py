@@ -17,7 +17,7 @@ from typing import Protocol
 from shared.stores.base import StoreIdentity, VectorStore
 
 RESTORE_HINT = (
-    "restore it from the backup with `engram restore` (or `engram reconcile --force` if it is right)"
+    "restore it from the backup with `engram restore` (to start afresh instead, drop the collection)"
 )
 
 
