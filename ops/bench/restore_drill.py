@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ OPTIONAL MATCH (d:Document)-[:HAS_CHUNK]->(m)
 OPTIONAL MATCH (m)-[:NEXT]->(n:Memory)
 RETURN m.id AS id, m.user_id AS user_id, m.content AS content, m.version AS version,
        m.content_hash AS hash, m.embedding AS embedding, d.id AS document, n.id AS next,
-       d.title AS title, d.source AS source, d.metadata AS metadata
+       d.title AS title, d.source AS source, d.metadata AS metadata, m.created_at AS created_at,
+       m.updated_at AS updated_at, m.tags AS tags, m.importance AS importance, m.title AS memory_title,
+       m.project_id AS project_id, d.created_at AS document_created_at, d.ingested_at AS ingested_at,
+       d.uri AS uri, m.chunk_index AS chunk_index, m.token_count AS token_count
 """
 
 
@@ -105,14 +109,17 @@ def _snapshot(settings: Settings) -> dict[str, dict[str, Any]]:
 def _compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, Any]:
     missing = [i for i in before if i not in after]
     different: list[str] = []
+    by_field: Counter[str] = Counter()
     worst = 0.0
     for memory_id, old in before.items():
         new = after.get(memory_id)
         if new is None:
             continue
-        fields = ("user_id", "content", "version", "hash", "document", "next", "title", "source", "metadata")
-        if any(old[k] != new[k] for k in fields) or len(old["embedding"]) != len(new["embedding"]):
+        fields = [key for key in old if key not in ("id", "embedding")]
+        differing = [k for k in fields if old[k] != new[k]]
+        if differing or len(old["embedding"]) != len(new["embedding"]):
             different.append(memory_id)
+            by_field.update(differing or ["embedding length"])
             continue
         worst = max(worst, max(abs(a - b) for a, b in zip(old["embedding"], new["embedding"], strict=True)))
     return {
@@ -120,6 +127,8 @@ def _compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
         "missing": len(missing),
         "extra": len([i for i in after if i not in before]),
         "different": len(different),
+        "fields_compared": sorted(k for k in next(iter(before.values()), {}) if k != "id"),
+        "different_by_field": dict(by_field),
         "largest_vector_difference": worst if not math.isnan(worst) else None,
         "examples": (missing + different)[:5],
     }

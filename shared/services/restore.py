@@ -333,6 +333,7 @@ class Restorer:
                 {
                     "id": point.id,
                     "updated_at": _moment(point.payload.get("updated_at")),
+                    "created_at": _moment(point.payload.get("created_at")),
                     "status": memory.status,
                 }
                 for memory, point in memories

@@ -57,6 +57,7 @@ UNWIND row.memories AS memory
 MATCH (d)-[:HAS_CHUNK]->(m:Memory {id: memory.id})
 WHERE m.version = row.version
 SET m.updated_at = CASE WHEN memory.updated_at IS NULL THEN m.updated_at ELSE datetime(memory.updated_at) END,
+    m.created_at = CASE WHEN memory.created_at IS NULL THEN m.created_at ELSE datetime(memory.created_at) END,
     m.status = coalesce(memory.status, m.status)
 """
 
