@@ -34,6 +34,8 @@ from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
 
 EXIT_PARTIAL = 1
+STALL_S = 600.0
+"""No checkpoint written for this long: the restore's worker is taken for dead."""
 
 
 def register(commands: Any) -> None:
@@ -85,6 +87,7 @@ def run_restore(args: argparse.Namespace) -> int:
         print(json.dumps({"task_id": result.id, "to": to}))
         return 0
     bar = _Bar(args.json)
+    last, moved_at = None, time.monotonic()
     while True:
         try:
             answer: dict[str, Any] = result.get(timeout=1.0, propagate=True)
@@ -93,9 +96,18 @@ def run_restore(args: argparse.Namespace) -> int:
             state = client.restore_state(to)
             if state and not args.dry_run and state.get("state") == "running":
                 report = state.get("report") or {}
-                bar.show(
-                    int(report.get("restored", 0)) + int(report.get("skipped_newer", 0)), state.get("total")
-                )
+                done = int(report.get("restored", 0)) + int(report.get("skipped_newer", 0))
+                bar.show(done, state.get("total"))
+            seen = None if state is None else state.get("updated_at")
+            if seen != last:
+                last, moved_at = seen, time.monotonic()
+            elif time.monotonic() - moved_at > STALL_S:
+                bar.close()
+                raise ServiceUnavailable(
+                    "workers",
+                    f"the restore made no progress for {STALL_S:g} s (its worker may have died)",
+                    "run engram restore again: it goes on from its checkpoint",
+                ) from None
     bar.close()
     report = RestoreReport.model_validate(answer)
     _print_report(report, args.json, time.monotonic() - started)
