@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from producers import health
+from producers import admin, health
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
@@ -143,6 +143,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if default_probes.cache_info().currsize:
             default_probes().close()
             default_probes.cache_clear()
+        admin.close()
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -174,6 +175,7 @@ app = FastAPI(
     responses=ERRORS,
     dependencies=[Depends(one_value_each)],
 )
+app.include_router(admin.router, responses=ERRORS)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
 # Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)

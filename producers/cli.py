@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from producers import restore_cli
 from producers.client import EngramClient
 from producers.files import read_documents
 from producers.graph_cli import register as register_graph_commands
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     reconcile = commands.add_parser("reconcile", help="re-sync what Qdrant is missing, find drift both ways")
     reconcile.add_argument("--dry-run", action="store_true", help="only report")
     reconcile.add_argument("--no-wait", action="store_true")
+    reconcile.add_argument(
+        "--force", action="store_true", help="let a mass deletion of orphan points through"
+    )
     reconcile.set_defaults(run=_reconcile)
 
     reembed = commands.add_parser(
@@ -167,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, help="app processes (default ENGRAM_API_WORKERS)")
     serve.set_defaults(run=_serve)
+    restore_cli.register(commands)
     return parser
 
 
@@ -279,7 +284,23 @@ def _status(args: argparse.Namespace) -> int:
         status = client.status(args.user_id, args.document_id)
         print(status.model_dump_json(indent=2))
         return 0 if status.state != "unknown" else 1
-    _print_json(client.overview())
+    overview = client.overview()
+    _print_json(overview)
+    stores = overview["stores"]
+    points, counted = stores["qdrant_points"], stores["qdrant_points_counted_at"]
+    qdrant = (
+        "not counted yet (embedded: each reconcile pass counts them)"
+        if points is None
+        else f"{points} points"
+    )
+    print(
+        f"Neo4j: {stores['neo4j_memories']} memories; Qdrant: {qdrant}"
+        + ("" if counted is None else f" (counted {counted})"),
+        file=sys.stderr,
+    )
+    if stores["primary_lost"]:
+        print(f"engram: {stores['primary_lost']}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -339,9 +360,15 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    report = EngramClient().reconcile(dry_run=args.dry_run, timeout_s=None if args.no_wait else 600.0)
+    client = EngramClient()
+    report = client.reconcile(
+        dry_run=args.dry_run, timeout_s=None if args.no_wait else 600.0, force=args.force
+    )
     _print_json(report)
-    return 0 if not report.get("error") else 1
+    refused = report.get("primary_lost") or report.get("mass_delete_refused")
+    if refused:
+        print(f"engram: reconcile deleted no orphan point: {refused}", file=sys.stderr)
+    return 0 if not report.get("error") and not refused else 1
 
 
 def _reembed(args: argparse.Namespace) -> int:

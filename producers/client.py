@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 import celery.exceptions
+import celery.result
 import kombu.exceptions
 import redis
 from celery import Celery
@@ -56,6 +57,7 @@ from workers.app import (
     QUEUES,
     RECONCILE_TASK,
     REEMBED_TASK,
+    RESTORE_TASK,
     SEARCH_TASK,
     SYNC_TASK,
     WRITE_TASK,
@@ -322,6 +324,7 @@ class EngramClient:
         last = store.last_reconcile()
         return {
             "queues": queues,
+            "stores": self.stores(),
             "vector_sync": health.counts.model_dump(),
             "sync_health": {
                 "tombstones": health.tombstones,
@@ -329,6 +332,30 @@ class EngramClient:
                 "retry_due": health.retry_due,
                 "last_reconcile": json.loads(last[0]) if last else None,
             },
+        }
+
+    def stores(self) -> dict[str, Any]:
+        """Memories in Neo4j beside points in Qdrant (counted now with a server; as the last
+        reconcile pass counted them when embedded, as only its owner may open the folder), and
+        whether the reconciler found the primary lost."""
+        identity = self._store().identity()
+        points: int | None = identity.qdrant_points
+        counted_at = identity.checked_at
+        stored = self._store().stored_model()
+        if self.settings.qdrant_url is not None and stored is not None:
+            from shared.stores.qdrant import QdrantConnection
+
+            connection = QdrantConnection(self.settings)
+            try:
+                points, counted_at = connection.store(*stored).count(), utc_now()
+            finally:
+                connection.close()
+        return {
+            "neo4j_memories": identity.memories,
+            "qdrant_points": points,
+            "qdrant_points_counted_at": counted_at,
+            "store_id": identity.store_id,
+            "primary_lost": identity.primary_lost,
         }
 
     def tenant_overview(self, user_id: str) -> TenantOverview:
@@ -368,11 +395,14 @@ class EngramClient:
                 result.forget()
         return SearchResponse.model_validate(answer)
 
-    def reconcile(self, dry_run: bool = False, timeout_s: float | None = 600.0) -> dict[str, Any]:
+    def reconcile(
+        self, dry_run: bool = False, timeout_s: float | None = 600.0, force: bool = False
+    ) -> dict[str, Any]:
         """Runs the reconciler through its queue; waits for its report unless timeout_s is None."""
         self.ping()
         with queue_errors():
-            result = self._app.send_task(RECONCILE_TASK, kwargs={"dry_run": dry_run})
+            kwargs = {"dry_run": dry_run, "force": force} if force else {"dry_run": dry_run}
+            result = self._app.send_task(RECONCILE_TASK, kwargs=kwargs)
             if timeout_s is None:
                 return {"task_id": result.id}
             try:
@@ -380,6 +410,20 @@ class EngramClient:
             except celery.exceptions.TimeoutError as exc:
                 raise SearchTimeout(f"the reconciler did not report within {timeout_s:g} s") from exc
         return report
+
+    # engram restore (shared/services/restore.py), run by the process that may open Qdrant.
+
+    def start_restore(self, **options: Any) -> celery.result.AsyncResult[Any]:
+        """Sends a restore to the reconcile queue; its checkpoint shows how far it got."""
+        self.ping()
+        with queue_errors():
+            return self._app.send_task(RESTORE_TASK, kwargs=options)
+
+    def restore_state(self, to: str) -> dict[str, Any] | None:
+        state = self._store().restore_state(f"restore:{to}")
+        if state is not None and state.get("report"):
+            state["report"] = json.loads(state["report"])
+        return state
 
     # A model migration (shared/services/reembed.py): this process's settings name the new model.
 

@@ -39,6 +39,9 @@ WORKERS_TIMEOUT_S = 0.5
 # Four probes a check: room for two checks at once, each thread made only when first needed.
 PROBE_THREADS = 8
 _executor = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="healthz")
+PRIMARY_LOST = "primary_lost"
+# What the reconciler's last pass found of the primary (shared/services/guard.py).
+PRIMARY_QUERY = "OPTIONAL MATCH (s:EngramSchema {id: 'identity'}) RETURN s.primary_lost AS lost"
 
 
 class ServiceHealth(BaseModel):
@@ -60,6 +63,9 @@ class Health(BaseModel):
     neo4j: ServiceHealth
     qdrant: ServiceHealth
     workers: WorkersHealth
+    primary_lost: str | None = Field(
+        None, description="The reconciler found Neo4j is not the store Qdrant was synced with."
+    )
 
     @property
     def http_status(self) -> int:
@@ -118,9 +124,10 @@ async def check(probes: Probes, timeout_s: float = TIMEOUT_S) -> Health:
         down.append("workers")
     down += [f"workers:{queue}" for queue, nodes in workers_health.queues.items() if not nodes]
     status: Literal["ok", "degraded", "down"] = "ok"
+    lost = neo4j_health.detail if neo4j_health.detail.startswith(PRIMARY_LOST) else None
     if "redis" in down:
         status = "down"
-    elif down:
+    elif down or lost:
         status = "degraded"
     return Health(
         status=status,
@@ -129,6 +136,7 @@ async def check(probes: Probes, timeout_s: float = TIMEOUT_S) -> Health:
         neo4j=neo4j_health,
         qdrant=qdrant_health,
         workers=workers_health,
+        primary_lost=lost,
     )
 
 
@@ -194,8 +202,8 @@ def default_probes(
     def neo4j_probe() -> ServiceHealth:
         # An auto-commit query: the driver does not retry it (execute_query would, for long).
         with driver.session(database=settings.neo4j_database) as session:
-            session.run("RETURN 1").consume()
-        return ServiceHealth(status="up")
+            found = session.run(PRIMARY_QUERY).single()
+        return ServiceHealth(status="up", detail=str(found[0]) if found and found[0] else "")
 
     def qdrant_probe() -> ServiceHealth:
         if settings.qdrant_url is None:

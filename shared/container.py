@@ -15,15 +15,19 @@ from neo4j import GraphDatabase
 
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
+from shared.errors import ConfigurationError
 from shared.models import utc_now
 from shared.progress import Progress
 from shared.redis_client import connect
 from shared.retry import RetryPolicy
 from shared.search import BackupCandidates, Searcher, VectorBackup
+from shared.services.backup import QdrantSource
 from shared.services.chunk import ChunkStage
 from shared.services.embed import EmbedStage
+from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
 from shared.services.reembed import ReembedPages
+from shared.services.restore import Restorer
 from shared.services.sync import Syncer
 from shared.services.write import WriteStage
 from shared.settings import Settings
@@ -131,7 +135,32 @@ class Container:
             grace_s=s.reconcile_grace_s,
             batch_size=s.reconcile_batch_size,
             scan_page=s.reconcile_scan_page,
+            guard=PrimaryGuard(self.graph, s.reconcile_min_primary_share),
+            max_delete_share=s.reconcile_max_delete_share,
+            mass_delete_min=s.reconcile_mass_delete_min,
+            backup_models=self.qdrant.models,
         )
+
+    @cached_property
+    def restorer(self) -> Restorer:
+        s = self.settings
+        return Restorer(self.graph, utc_now, s.restore_batch_documents, s.reconcile_min_primary_share)
+
+    def backup_source(self, model: str | None, dimension: int | None) -> QdrantSource:
+        """The collection a restore reads: of the model named, else Neo4j's, else the configured."""
+        if model is None:
+            stored = self.graph.stored_model()
+            model, dimension = stored if stored is not None else (self.settings.embedding_model, dimension)
+        if dimension is None:
+            dimension = self.settings.embedding_dimension
+        if dimension is None:
+            found = self.qdrant.dimensions_of(model)
+            if len(found) != 1:
+                raise ConfigurationError(
+                    f"Qdrant holds {len(found)} collections of {model}: name one with --dimension"
+                )
+            dimension = found[0]
+        return QdrantSource(self.vectors(model, dimension))
 
     @cached_property
     def reembed_pages(self) -> ReembedPages:

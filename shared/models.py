@@ -284,6 +284,9 @@ class StoredVector(BaseModel):
 
     memory: Memory
     embedding: list[float]
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Payload fields beyond the Memory's: its document's, for a restore."
+    )
 
 
 class Tombstone(BaseModel):

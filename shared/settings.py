@@ -253,6 +253,25 @@ class Settings(BaseSettings):
         1000, ge=10, description="Memories and points compared per page of the drift scan."
     )
     reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
+    reconcile_min_primary_share: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="The reconciler deletes no point while Neo4j holds fewer Memories than this share "
+        "of Qdrant's points (a wiped or new primary): it reports primary_lost.",
+    )
+    reconcile_max_delete_share: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Deleting more than this share of a collection's points in one pass needs --force.",
+    )
+    reconcile_mass_delete_min: int = Field(
+        100, ge=0, description="Deletions of at most this many points in a pass are never a mass one."
+    )
+    restore_batch_documents: int = Field(
+        64, ge=1, le=4096, description="Documents rebuilt per write of engram restore."
+    )
 
     # HTTP app.
     api_host: str = Field("127.0.0.1", description="HTTP app address.")

@@ -27,6 +27,7 @@ DROP_COLLECTION_TASK = "engram.write.drop_collection"
 SEARCH_TASK = "engram.query.search"
 FALLBACK_TASK = "engram.fallback.search"
 RECONCILE_TASK = "engram.reconcile.run"
+RESTORE_TASK = "engram.reconcile.restore"
 
 TASK_MODULES = [
     "workers.ingest",
@@ -63,6 +64,7 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
             SEARCH_TASK: {"queue": QUERY},
             FALLBACK_TASK: {"queue": FALLBACK},
             RECONCILE_TASK: {"queue": RECONCILE},
+            RESTORE_TASK: {"queue": RECONCILE},
         },
         task_serializer="json",
         result_serializer="json",

@@ -4,12 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.app import RECONCILE_TASK, app
+from workers.app import RECONCILE_TASK, RESTORE_TASK, app
 from workers.stage import container
 
 
 # Acknowledged on receipt: a pass over a large store may outlast the visibility timeout, and a
 # pass lost with its worker is simply the next scheduled one.
 @app.task(name=RECONCILE_TASK, acks_late=False)
-def run(dry_run: bool = False, scheduled: bool = False) -> dict[str, Any]:
-    return container().reconciler.run(dry_run=dry_run, scheduled=scheduled).model_dump(mode="json")
+def run(dry_run: bool = False, scheduled: bool = False, force: bool = False) -> dict[str, Any]:
+    report = container().reconciler.run(dry_run=dry_run, scheduled=scheduled, force=force)
+    return report.model_dump(mode="json")
+
+
+# Acknowledged on receipt too: a restore outlasts the visibility timeout, and one lost with its
+# worker goes on from its checkpoint when asked again (engram restore).
+@app.task(name=RESTORE_TASK, acks_late=False)
+def restore(
+    to: str = "neo4j",
+    tenant: str | None = None,
+    dry_run: bool = False,
+    fresh: bool = False,
+    model: str | None = None,
+    dimension: int | None = None,
+) -> dict[str, Any]:
+    """``engram restore``, in the process that may open Qdrant (shared/services/restore.py)."""
+    c = container()
+    if to == "qdrant":
+        page = c.settings.reconcile_batch_size
+        report = c.restorer.to_qdrant(c.syncer, tenant=tenant, dry_run=dry_run, fresh=fresh, page=page)
+    else:
+        source = c.backup_source(model, dimension)
+        report = c.restorer.to_neo4j(source, tenant=tenant, dry_run=dry_run, fresh=fresh)
+    return report.model_dump(mode="json")

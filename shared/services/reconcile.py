@@ -7,7 +7,10 @@ One pass:
 2. Neo4j against Qdrant, page by page in id order: a ``synced`` Memory whose point is missing,
    or whose point holds another version, content hash or model, is synced again;
 3. Qdrant against Neo4j, collection by collection (every model the store has held): a point
-   with no Memory is deleted, guarded by the version it holds.
+   with no Memory is deleted, guarded by the version it holds — but only when the primary is the
+   one the collection was synced with (shared/services/guard.py; else the pass reports
+   ``primary_lost`` and deletes nothing), and, unless forced, when the points to delete are not a
+   mass deletion (over ``ENGRAM_RECONCILE_MAX_DELETE_SHARE`` of the collection).
 A dry run does the comparisons and repairs nothing. A pass stops at an outage (the next pass
 tries again) and says so in ``error``.
 """
@@ -23,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from shared.errors import EngramError
 from shared.models import VectorSyncCounts
+from shared.services.guard import PrimaryGuard, Verdict
 from shared.services.sync import Syncer
 from shared.stores.base import GraphStore, MemoryState, VectorStores
 
@@ -46,6 +50,15 @@ class ReconcileReport(BaseModel):
     drift_found: Drift = Field(default_factory=Drift)
     drift_fixed: Drift = Field(default_factory=Drift)
     error: str | None = None
+    primary_lost: str | None = Field(
+        None, description="Why no point was deleted: the primary is not the store Qdrant was synced with."
+    )
+    mass_delete_refused: str | None = Field(
+        None, description="Why the orphan points were kept: too large a share at once (--force)."
+    )
+    qdrant_points: dict[str, int] = Field(default_factory=dict, description="Points per collection.")
+    neo4j_memories: int | None = None
+    forced: bool = False
     vector_sync: VectorSyncCounts | None = None
 
 
@@ -59,6 +72,10 @@ class Reconciler:
         grace_s: float,
         batch_size: int,
         scan_page: int,
+        guard: PrimaryGuard,
+        max_delete_share: float = 0.2,
+        mass_delete_min: int = 100,
+        backup_models: Callable[[], list[tuple[str, int]]] | None = None,
     ) -> None:
         self._graph = graph
         self._vectors = vectors
@@ -67,22 +84,28 @@ class Reconciler:
         self._grace = timedelta(seconds=grace_s)
         self._batch = batch_size
         self._page = scan_page
+        self._guard = guard
+        self._max_delete_share = max_delete_share
+        self._mass_delete_min = mass_delete_min
+        self._backup_models = backup_models
 
-    def run(self, dry_run: bool = False, scheduled: bool = False) -> ReconcileReport:
+    def run(self, dry_run: bool = False, scheduled: bool = False, force: bool = False) -> ReconcileReport:
         """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
-        (``engram reconcile``) retries every failed row now."""
+        (``engram reconcile``) retries every failed row now. ``force`` lets a mass deletion of
+        orphan points through (never one on the word of a lost primary)."""
         now = self._clock()
-        report = ReconcileReport(dry_run=dry_run, started_at=now)
+        report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force)
         pending_before = now - self._grace
         due_by = now if scheduled else now + timedelta(days=36500)
         try:
             report.backlog = self._graph.backlog_size(pending_before, due_by)
             if not dry_run:
                 self._drain_backlog(report, pending_before, due_by)
+            verdicts = self._check_primary(report, dry_run) if report.error is None else {}
             if report.error is None:
                 self._memories_against_points(report, pending_before, dry_run)
             if report.error is None:
-                self._points_against_memories(report, dry_run)
+                self._points_against_memories(report, verdicts, dry_run, force)
         except EngramError as exc:
             log.warning("reconcile pass stopped: %s", exc)
             report.error = str(exc)
@@ -91,6 +114,9 @@ class Reconciler:
             report.vector_sync = self._graph.sync_health(report.finished_at).counts
             if not dry_run:
                 self._graph.record_reconcile(report.model_dump_json(), report.finished_at)
+                if report.error is None:
+                    points = sum(report.qdrant_points.values()) if report.qdrant_points else None
+                    self._guard.record(report.primary_lost, points)
         except EngramError as exc:
             report.error = report.error or str(exc)
         return report
@@ -141,7 +167,7 @@ class Reconciler:
                             # Newer than Neo4j (a restored backup): the guarded upsert would keep
                             # it, so it goes first. Neo4j is the truth.
                             newer[(model, dimension)][state.id] = point.version or 0
-            if not dry_run:
+            if not dry_run and report.primary_lost is None:
                 for (model, dimension), versions in newer.items():
                     self._vectors(model, dimension).delete(versions)
             if repair and not dry_run:
@@ -156,17 +182,48 @@ class Reconciler:
                     report.error = outcome.error
                     return
 
-    def _points_against_memories(self, report: ReconcileReport, dry_run: bool) -> None:
+    def _check_primary(self, report: ReconcileReport, dry_run: bool) -> dict[str, Verdict]:
+        """The guard's verdict on each collection, before anything is repaired."""
+        verdicts: dict[str, Verdict] = {}
+        # The backup's collections too: a wiped primary knows of no model at all.
+        backup = self._backup_models() if self._backup_models is not None else []
+        for model, dimension in sorted({*self._graph.models(), *backup}):
+            store = self._vectors(model, dimension)
+            verdict = self._guard.check(store, stamp=not dry_run)
+            verdicts[store.collection] = verdict
+            report.qdrant_points[store.collection] = verdict.points
+            report.neo4j_memories = verdict.memories
+            if verdict.lost is not None:
+                log.error("reconcile: %s", verdict.lost)
+                report.primary_lost = verdict.lost
+        return verdicts
+
+    def _points_against_memories(
+        self, report: ReconcileReport, verdicts: dict[str, Verdict], dry_run: bool, force: bool
+    ) -> None:
         for model, dimension in self._graph.models():
             store = self._vectors(model, dimension)
+            verdict = verdicts.get(store.collection) or self._guard.check(store, stamp=False)
+            orphans: dict[str, int] = {}
             after: str | None = None
             while True:
                 points, after = store.scroll(after, self._page)
                 live = self._graph.live_versions([p.id for p in points])
-                orphans = {p.id: p.version or 0 for p in points if p.id not in live}
-                report.drift_found.orphan_points += len(orphans)
-                if orphans and not dry_run:
-                    store.delete(orphans)
-                    report.drift_fixed.orphan_points += len(orphans)
+                orphans.update({p.id: p.version or 0 for p in points if p.id not in live})
                 if after is None:
                     break
+            report.drift_found.orphan_points += len(orphans)
+            if not orphans or dry_run or report.primary_lost is not None:
+                continue
+            limit = max(self._mass_delete_min, int(self._max_delete_share * verdict.points))
+            if len(orphans) > limit and not force:
+                report.mass_delete_refused = (
+                    f"{len(orphans)} of {verdict.points} points of {store.collection} have no Memory: "
+                    f"more than {limit} at once is a mass deletion; `engram reconcile --force` deletes them"
+                )
+                log.error("reconcile: %s", report.mass_delete_refused)
+                continue
+            ids = list(orphans)
+            for start in range(0, len(ids), self._page):
+                store.delete({i: orphans[i] for i in ids[start : start + self._page]})
+            report.drift_fixed.orphan_points += len(orphans)

@@ -76,7 +76,8 @@ class Syncer:
         for row in rows.live:
             memory = row.memory
             key = (memory.embedding_model, memory.embedding_dim)
-            upserts[key].append(VectorPoint(memory.id, row.embedding, memory.version, memory.payload()))
+            payload = {**memory.payload(), **row.extra}
+            upserts[key].append(VectorPoint(memory.id, row.embedding, memory.version, payload))
         for tombstone in rows.tombstones:
             model, dimension = tombstone.embedding_model, tombstone.embedding_dim
             if model is None or dimension is None:

@@ -78,6 +78,18 @@ class MemoryState:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreIdentity:
+    """The primary's store id (None before its first bootstrap), its Memories, and what the last
+    check of it by the reconciler found."""
+
+    store_id: str | None
+    memories: int
+    primary_lost: str | None = None
+    checked_at: datetime | None = None
+    qdrant_points: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SyncHealth:
     counts: VectorSyncCounts
     tombstones: int
@@ -171,6 +183,22 @@ class VectorStore(Protocol):
 
     def scroll(self, after: str | None, limit: int) -> tuple[list[PointState], str | None]:
         """A page of points in id order and the offset of the next page (None at the end)."""
+        ...
+
+    def count(self) -> int: ...
+
+    def identity(self) -> str | None:
+        """The store id of the primary this collection was last found in step with."""
+        ...
+
+    def stamp(self, store_id: str) -> None: ...
+
+    def scroll_payloads(
+        self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]: ...
+
+    def retrieve(self, ids: Sequence[str]) -> list[VectorPoint]:
+        """Points with their vectors and payloads, for a restore."""
         ...
 
     def close(self) -> None: ...

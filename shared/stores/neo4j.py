@@ -33,6 +33,7 @@ from shared.models import (
 )
 from shared.settings import Settings
 from shared.stores import neo4j_graph_queries as gq
+from shared.stores import neo4j_identity_queries as iq
 from shared.stores import neo4j_migration_queries as mq
 from shared.stores import neo4j_queries as q
 from shared.stores import neo4j_search_queries as sq
@@ -44,6 +45,7 @@ from shared.stores.base import (
     MigrationState,
     ModelClaim,
     ReembedRow,
+    StoreIdentity,
     SyncHealth,
     SyncRows,
     WriteOutcome,
@@ -169,6 +171,7 @@ class Neo4jStore:
         """
         for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
             self._schema(statement)
+        self._write(iq.ENSURE_IDENTITY)
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
             refusal = self.model_claim().refuse_write(model, dimension)
@@ -389,7 +392,10 @@ class Neo4jStore:
             memory = row["memory"]
             if memory is not None and memory.get("embedding") is not None:
                 embedding = memory.pop("embedding")
-                live.append(StoredVector(memory=Memory.model_validate(memory), embedding=embedding))
+                extra = restore_fields(row["document"], memory.get("updated_at"))
+                live.append(
+                    StoredVector(memory=Memory.model_validate(memory), embedding=embedding, extra=extra)
+                )
             elif row["tombstone"] is not None:
                 tombstones.append(Tombstone.model_validate(row["tombstone"]))
         return SyncRows(live=live, tombstones=tombstones)
@@ -454,6 +460,44 @@ class Neo4jStore:
     def last_reconcile(self) -> tuple[str, datetime] | None:
         rows = self._read(q.LAST_RECONCILE)
         return (rows[0]["report"], rows[0]["finished_at"]) if rows else None
+
+    # The store's identity (shared/services/guard.py).
+
+    def identity(self) -> StoreIdentity:
+        rows = self._read(iq.IDENTITY)
+        memories = int(self._read(iq.MEMORY_COUNT)[0]["n"] or 0)
+        if not rows:
+            return StoreIdentity(None, memories)
+        row = rows[0]
+        return StoreIdentity(
+            row["store_id"], memories, row["primary_lost"], row["checked_at"], row["qdrant_points"]
+        )
+
+    def adopt_identity(self, store_id: str) -> None:
+        self._write(iq.ADOPT_IDENTITY, store_id=store_id, now=utc_now())
+
+    def record_primary(self, lost: str | None, points: int | None) -> None:
+        self._write(iq.RECORD_PRIMARY, reason=lost, points=points, now=utc_now())
+
+    # A restore's checkpoint and what it sets after the write (shared/services/restore.py).
+
+    def restore_state(self, name: str) -> Row | None:
+        rows = self._read(iq.RESTORE_STATE, name=name)
+        return rows[0] if rows else None
+
+    def save_restore_state(self, name: str, **state: Any) -> None:
+        self._write(iq.SAVE_RESTORE_STATE, name=name, **state)
+
+    def restore_moments(self, rows: list[Row]) -> None:
+        if rows:
+            self._write(iq.RESTORE_MOMENTS, rows=rows)
+
+    def memory_ids(self, after: str | None, tenant: str | None, limit: int) -> list[str]:
+        return [row["id"] for row in self._read(iq.MEMORY_IDS, after=after, tenant=tenant, limit=limit)]
+
+    def export_page(self, after: str | None, tenant: str | None, limit: int) -> list[Row]:
+        """A page of Memories (with their vectors) and their documents, in id order: engram backup."""
+        return self._read(iq.EXPORT_PAGE, after=after, tenant=tenant, limit=limit)
 
     def vector_sync_counts(self) -> VectorSyncCounts:
         counts = {row["state"]: row["n"] for row in self._read(q.VECTOR_SYNC_COUNTS) if row["state"]}
@@ -695,6 +739,19 @@ def filter_parameters(user_id: str, filters: SearchFilters) -> Row:
         "to_date": filters.to_date,
         "statuses": filters.statuses,
     }
+
+
+def restore_fields(document: Row | None, updated_at: Any) -> Row:
+    """What a Qdrant payload carries beyond the Memory's own fields, for a restore: its
+    document's fields and when the Memory was last written, as JSON."""
+    extra: Row = {"updated_at": _iso(updated_at)}
+    if document is not None:
+        extra["document"] = {key: _iso(value) for key, value in document.items()}
+    return extra
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def _version_rows(versions: Mapping[str, int]) -> list[Row]:

@@ -140,8 +140,11 @@ RETURN removed
 SYNC_ROWS = """
 UNWIND $ids AS id
 OPTIONAL MATCH (m:Memory {id: id})
+OPTIONAL MATCH (d:Document)-[:HAS_CHUNK]->(m)
 OPTIONAL MATCH (t:DeletedMemory {id: id})
 RETURN id, m {.*, version: coalesce(m.version, 0)} AS memory,
+       d {.external_id, .source, .uri, .metadata, .content_hash, .chunk_count, .ingested_at,
+          .created_at} AS document,
        t {.id, .embedding_model, .embedding_dim, version: coalesce(t.version, 0)} AS tombstone
 """
 

@@ -37,6 +37,7 @@ KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tag
 STATE_FIELDS = ["version", "content_hash", "embedding_model"]
 HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
 _RETRYABLE_STATUS = {408, 429}
+IDENTITY_KEY = "engram_store_id"
 
 
 def collection_name(prefix: str, model: str, dimension: int) -> str:
@@ -134,6 +135,31 @@ class QdrantConnection:
             if name not in self._collections:
                 self._collections[name] = QdrantStore(self, name, dimension)
             return self._collections[name]
+
+    def dimensions_of(self, model: str) -> list[int]:
+        """The dimensions of the collections this model has (its name is in theirs)."""
+        head = collection_name(self._settings.qdrant_collection_prefix, model, 0)[: -len("0")]
+        with self.using() as client, _translated_errors("list collections"):
+            names = [c.name for c in client.get_collections().collections]
+        return sorted(int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit())
+
+    def models(self) -> list[tuple[str, int]]:
+        """The (model, dimension) of every Engram collection that holds points, as its points say:
+        what the backup holds even when the primary knows of none (a wiped Neo4j)."""
+        prefix = f"{self._settings.qdrant_collection_prefix}_"
+        found: set[tuple[str, int]] = set()
+        with self.using() as client, _translated_errors("list collections"):
+            for collection in client.get_collections().collections:
+                if not collection.name.startswith(prefix):
+                    continue
+                points, _ = client.scroll(
+                    collection.name, limit=1, with_payload=["embedding_model", "embedding_dim"]
+                )
+                payload = (points[0].payload or {}) if points else {}
+                model, dimension = payload.get("embedding_model"), payload.get("embedding_dim")
+                if isinstance(model, str) and isinstance(dimension, int):
+                    found.add((model, dimension))
+        return sorted(found)
 
     def drop(self, model: str, dimension: int) -> bool:
         """Deletes a model's collection (a migration's old one); True if it was there."""
@@ -239,6 +265,65 @@ class QdrantStore:
                 self.collection, limit=limit, offset=after, with_payload=STATE_FIELDS, with_vectors=False
             )
         return [_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
+
+    def count(self) -> int:
+        """Points in the collection, counted exactly."""
+        with self._client() as client, _translated_errors("count"):
+            return int(client.count(self.collection, exact=True).count)
+
+    def identity(self) -> str | None:
+        """The store id of the primary this collection was last found in step with (its metadata)."""
+        with self._client() as client, _translated_errors("collection info"):
+            metadata = client.get_collection(self.collection).config.metadata or {}
+        found = metadata.get(IDENTITY_KEY)
+        return found if isinstance(found, str) else None
+
+    def stamp(self, store_id: str) -> None:
+        """Records the primary's store id in the collection's metadata."""
+        with self._client() as client, _translated_errors("update collection"):
+            client.update_collection(self.collection, metadata={IDENTITY_KEY: store_id})
+
+    def scroll_payloads(
+        self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """A page of (id, payload fields) in id order, of one tenant if named; the next offset."""
+        tenant = (
+            None
+            if user_id is None
+            else qm.Filter(must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))])
+        )
+        with self._client() as client, _translated_errors("scroll"):
+            points, offset = client.scroll(
+                self.collection,
+                limit=limit,
+                offset=after,
+                scroll_filter=tenant,
+                with_payload=list(fields),
+                with_vectors=False,
+            )
+        rows = [(str(p.id), dict(p.payload or {})) for p in points]
+        return rows, None if offset is None else str(offset)
+
+    def retrieve(self, ids: Sequence[str]) -> list[VectorPoint]:
+        """These points with their vectors and whole payloads (absent ids are left out)."""
+        if not ids:
+            return []
+        with self._client() as client, _translated_errors("retrieve"):
+            points = client.retrieve(self.collection, ids=list(ids), with_payload=True, with_vectors=True)
+        found: list[VectorPoint] = []
+        for p in points:
+            payload = dict(p.payload or {})
+            version = payload.get("version")
+            vector = p.vector if isinstance(p.vector, list) else []
+            found.append(
+                VectorPoint(
+                    id=str(p.id),
+                    vector=[float(x) for x in vector if isinstance(x, int | float)],
+                    version=int(version) if isinstance(version, int | float) else 0,
+                    payload=payload,
+                )
+            )
+        return found
 
     def search(
         self, vector: Sequence[float], user_id: str, filters: SearchFilters, limit: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from shared.models import (
 from shared.stores.base import (
     DocumentWrite,
     MemoryState,
+    StoreIdentity,
     SyncHealth,
     SyncRows,
     VectorPoint,
@@ -111,6 +113,11 @@ class FakeGraph:
         """Document keys whose write Neo4j refuses (GraphStoreRejected fails the whole transaction)."""
         self.write_calls: list[list[str]] = []
         self.reconcile: tuple[str, datetime] | None = None
+        self.store_id: str | None = "store-a"
+        self.primary_lost: str | None = None
+        self.qdrant_points: int | None = None
+        self.restore_states: dict[str, dict[str, Any]] = {}
+        self.moments: list[dict[str, Any]] = []
 
     # Schema.
 
@@ -120,6 +127,9 @@ class FakeGraph:
         elif self.schema != (model, dimension):
             raise ConfigurationError(f"Neo4j holds vectors of {self.schema}, not {(model, dimension)}")
         self.registered.add((model, dimension))
+
+    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
+        self.ensure_schema(model, dimension)
 
     def register_model(self, model: str, dimension: int) -> None:
         """An EmbeddingModel node, as a past model (before a migration) leaves behind."""
@@ -352,6 +362,34 @@ class FakeGraph:
     def last_reconcile(self) -> tuple[str, datetime] | None:
         return self.reconcile
 
+    # The store's identity and a restore's checkpoint (neo4j_identity_queries).
+
+    def identity(self) -> StoreIdentity:
+        return StoreIdentity(self.store_id, len(self.memories), self.primary_lost, None, self.qdrant_points)
+
+    def adopt_identity(self, store_id: str) -> None:
+        self.store_id, self.primary_lost = store_id, None
+
+    def record_primary(self, lost: str | None, points: int | None) -> None:
+        self.primary_lost, self.qdrant_points = lost, points
+
+    def restore_state(self, name: str) -> dict[str, Any] | None:
+        return self.restore_states.get(name)
+
+    def save_restore_state(self, name: str, **state: Any) -> None:
+        self.restore_states[name] = dict(state)
+
+    def restore_moments(self, rows: list[dict[str, Any]]) -> None:
+        self.moments += rows
+
+    def memory_ids(self, after: str | None, tenant: str | None, limit: int) -> list[str]:
+        ids = sorted(
+            i
+            for i, m in self.memories.items()
+            if (after is None or i > after) and (tenant is None or m.memory.user_id == tenant)
+        )
+        return ids[:limit]
+
     # For the tests.
 
     def versions_of(self, key: str) -> dict[str, int]:
@@ -383,6 +421,7 @@ class FakeVectors:
         self.before_upsert: list[Callable[[Sequence[VectorPoint]], None]] = []
         """Run (once each, first in first) just before an upsert applies: to interleave writers."""
         self.upserts = 0
+        self.metadata: dict[str, str] = {}
 
     def _check(self) -> None:
         if self.fail_with is not None:
@@ -428,6 +467,41 @@ class FakeVectors:
         ids = sorted(i for i in self.points if after is None or i >= after)
         page, rest = ids[:limit], ids[limit:]
         return [self._state(i) for i in page], rest[0] if rest else None
+
+    def count(self) -> int:
+        self._check()
+        return len(self.points)
+
+    def identity(self) -> str | None:
+        self._check()
+        return self.metadata.get("engram_store_id")
+
+    def stamp(self, store_id: str) -> None:
+        self._check()
+        self.metadata["engram_store_id"] = store_id
+
+    def scroll_payloads(
+        self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        self._check()
+        ids = sorted(
+            i
+            for i, p in self.points.items()
+            if (after is None or i >= after) and (user_id is None or p.payload.get("user_id") == user_id)
+        )
+        page, rest = ids[:limit], ids[limit:]
+        rows = [(i, {f: self.points[i].payload.get(f) for f in fields}) for i in page]
+        return rows, rest[0] if rest else None
+
+    def retrieve(self, ids: Sequence[str]) -> list[VectorPoint]:
+        self._check()
+        return [
+            VectorPoint(
+                i, list(self.points[i].vector), self.points[i].version or 0, dict(self.points[i].payload)
+            )
+            for i in ids
+            if i in self.points
+        ]
 
     def close(self) -> None:
         pass

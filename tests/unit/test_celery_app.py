@@ -21,6 +21,7 @@ from workers.app import (
     QUEUES,
     RECONCILE_TASK,
     REEMBED_TASK,
+    RESTORE_TASK,
     SEARCH_TASK,
     SYNC_TASK,
     TASK_MODULES,
@@ -72,10 +73,12 @@ def test_every_task_is_routed_to_its_stage_queue() -> None:
         DROP_COLLECTION_TASK: {"queue": "write"},
         SEARCH_TASK: {"queue": "query"},
         RECONCILE_TASK: {"queue": "reconcile"},
+        RESTORE_TASK: {"queue": "reconcile"},
     }
     # one queue per stage; only Qdrant's other writers share the write queue (embedded Qdrant
     # has one owner): the sync and a model migration's tasks
-    qdrant_writers = {SYNC_TASK, REEMBED_TASK, DROP_COLLECTION_TASK}
+    # and the restore shares the reconciler's queue (a whole-store job of the same worker)
+    qdrant_writers = {SYNC_TASK, REEMBED_TASK, DROP_COLLECTION_TASK, RESTORE_TASK}
     others = {name: route for name, route in routes.items() if name not in qdrant_writers}
     assert len({route["queue"] for route in others.values()}) == len(others)
 

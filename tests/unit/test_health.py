@@ -233,8 +233,22 @@ def test_healthz_answers_200_with_the_typed_body(http: Callable[[Probes], TestCl
     body = response.json()
     assert body["status"] == "degraded"
     assert body["down"] == ["neo4j"]
-    assert set(body) == {"status", "down", "redis", "neo4j", "qdrant", "workers"}
+    assert set(body) == {"status", "down", "redis", "neo4j", "qdrant", "workers", "primary_lost"}
     assert body["workers"]["queues"]["query"] == ["worker-1"]  # counted, not named, without an admin key
+    assert body["primary_lost"] is None
+
+
+def test_healthz_is_degraded_while_the_reconciler_finds_the_primary_lost(
+    http: Callable[[Probes], TestClient],
+) -> None:
+    reason = "primary_lost: Neo4j holds 3 memories but Qdrant holds 900 points; run engram restore"
+
+    def neo4j() -> ServiceHealth:
+        return ServiceHealth(status="up", detail=reason)
+
+    body = http(probes(neo4j=neo4j)).get("/healthz").json()
+
+    assert (body["status"], body["down"], body["primary_lost"]) == ("degraded", [], reason)
 
 
 def test_healthz_answers_503_when_redis_is_down(http: Callable[[Probes], TestClient]) -> None:

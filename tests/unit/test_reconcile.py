@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from shared.errors import ServiceUnavailable
 from shared.models import PointState, StagedDocument
+from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler, ReconcileReport
 from shared.services.sync import Syncer
 from tests.unit.fakes import DIM, MODEL, Clock, FakeGraph, FakeVectors, FakeVectorSpace, staged, write_of
@@ -21,7 +22,14 @@ class Stores:
         self.space = FakeVectorSpace()
         self.syncer = Syncer(self.graph, self.space, self.clock)
         self.reconciler = Reconciler(
-            self.graph, self.space, self.syncer, self.clock, GRACE_S, batch_size, scan_page
+            self.graph,
+            self.space,
+            self.syncer,
+            self.clock,
+            GRACE_S,
+            batch_size,
+            scan_page,
+            guard=PrimaryGuard(self.graph, 0.5),
         )
         self.graph.ensure_schema(MODEL, DIM)
 

@@ -9,6 +9,7 @@ import pytest
 
 from shared.errors import ServiceUnavailable
 from shared.models import StagedDocument
+from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
 from shared.services.sync import Syncer
 from shared.stores.base import VectorPoint
@@ -170,7 +171,9 @@ def test_reconciler_later_syncs_what_failed_while_qdrant_was_down(stores: Stores
     ids = stores.write(staged("d", 1, ["one", "two"]))
     stores.vectors.fail_with = ServiceUnavailable("qdrant", "down")
     stores.syncer.sync(ids)
-    reconciler = Reconciler(stores.graph, stores.space, stores.syncer, stores.clock, 60, 10, 100)
+    reconciler = Reconciler(
+        stores.graph, stores.space, stores.syncer, stores.clock, 60, 10, 100, PrimaryGuard(stores.graph, 0.5)
+    )
 
     # When a scheduled reconcile pass runs before their retry is due, nothing is tried
     stores.vectors.fail_with = None
@@ -203,7 +206,9 @@ def test_delete_while_qdrant_is_down_keeps_its_tombstones_for_the_reconciler(sto
 
     stores.vectors.fail_with = None
     stores.clock.advance(timedelta(minutes=10).total_seconds())
-    Reconciler(stores.graph, stores.space, stores.syncer, stores.clock, 60, 10, 100).run(scheduled=True)
+    Reconciler(
+        stores.graph, stores.space, stores.syncer, stores.clock, 60, 10, 100, PrimaryGuard(stores.graph, 0.5)
+    ).run(scheduled=True)
 
     assert stores.vectors.points == {}
     assert stores.graph.tombstones == {}
