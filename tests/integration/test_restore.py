@@ -201,3 +201,48 @@ def test_an_online_backup_file_restores_a_tenant_without_qdrant(
             k: v for k, v in old.items() if k not in ("embedding", "sync")
         }
         assert new["embedding"] == pytest.approx(old["embedding"], abs=1e-6)
+
+
+CONVERSATION_GRAPH = """
+MATCH (s:Session {user_id: $u})-[:HAS_TURN]->(m:Memory)
+OPTIONAL MATCH (m)-[:NEXT]->(n:Memory)
+OPTIONAL MATCH (m)-[:MENTIONS]->(e:Entity)
+RETURN s.session_id AS session, m.document_id AS turn, n.document_id AS next,
+       collect(DISTINCT e.name) AS entities
+ORDER BY session, turn
+"""
+
+
+def test_a_restored_conversation_has_its_sessions_turn_order_and_entities_again(
+    api: TestClient, neo4j_driver: neo4j.Driver, workers: Workers, settings: Settings, tenant: str
+) -> None:
+    # Given a conversation posted out of order (positions say the order), in both stores
+    turns = [
+        (2, "Maya: Then we drove to Lisbon with Tomas."),
+        (0, "Maya: I met Tomas at the Porto market on Sunday."),
+        (1, "Tomas: Porto was lovely, and Maya bought figs."),
+    ]
+    documents = [
+        {
+            "user_id": tenant,
+            "id": f"t{position}",
+            "text": text,
+            "session_id": "s1",
+            "memory_type": "turn",
+            "position": position,
+        }
+        for position, text in turns
+    ]
+    wait_until_finished(api, tenant, post_documents(api, documents))
+    before = cypher(neo4j_driver, CONVERSATION_GRAPH, u=tenant)
+    assert [(row["turn"], row["next"]) for row in before] == [("t0", "t1"), ("t1", "t2"), ("t2", None)]
+    assert any(row["entities"] for row in before)
+
+    # When everything of the tenant is lost from Neo4j (sessions and entities too) and restored
+    cypher(neo4j_driver, "MATCH (n) WHERE n.user_id = $u DETACH DELETE n", u=tenant)
+    assert cypher(neo4j_driver, CONVERSATION_GRAPH, u=tenant) == []
+    report = _restore(settings, tenant=tenant)
+
+    # Then the session, its turns in order and what they mention are derived again
+    assert report["restored"] == 3
+    assert cypher(neo4j_driver, CONVERSATION_GRAPH, u=tenant) == before
