@@ -35,7 +35,7 @@ from shared.models import (
     utc_now,
 )
 from shared.progress import Progress
-from shared.redis_client import START_HINT, connect, translated_errors
+from shared.redis_client import START_HINT, connect, out_of_memory, translated_errors
 from shared.services.lifecycle import Lifecycle
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.reembed import Reembed, ShowProgress
@@ -94,6 +94,8 @@ def queue_errors() -> Iterator[None]:
         yield
     except (kombu.exceptions.OperationalError, redis.ConnectionError, redis.TimeoutError) as exc:
         raise ServiceUnavailable("redis", str(exc), START_HINT) from exc
+    except redis.OutOfMemoryError as exc:
+        raise out_of_memory(exc) from exc
     except RuntimeError as exc:
         # Celery's result consumer gives up on a lost Redis with a bare RuntimeError.
         if isinstance(exc.__cause__, redis.ConnectionError | redis.TimeoutError | OSError):
