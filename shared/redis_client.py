@@ -36,6 +36,16 @@ def out_of_memory(exc: redis.OutOfMemoryError) -> ServiceUnavailable:
     return ServiceUnavailable("redis", f"out of memory (maxmemory reached): {exc}", FULL_HINT)
 
 
+def out_of_memory_in(exc: BaseException) -> redis.OutOfMemoryError | None:
+    """The OOM refusal under another library's error (kombu wraps it in its OperationalError)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None or isinstance(seen, redis.OutOfMemoryError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def password(settings: Settings) -> str | None:
     return settings.redis_password.get_secret_value() if settings.redis_password else None
 

@@ -377,4 +377,5 @@ QUICK = (
     "batch-delivered-twice",
     "drift-by-hand",
     "version-retried",
+    "soak",
 )

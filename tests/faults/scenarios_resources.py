@@ -38,6 +38,7 @@ from tests.faults.trial import Context, ScenarioResult, Trial
 ENGRAM = str(Path(sys.executable).with_name("engram"))
 UVICORN = str(Path(sys.executable).with_name("uvicorn"))
 TMPFS_SIZE = "16m"
+MAXMEMORY_MARGIN = 384 * 1024  # above what Redis holds when the load starts
 DISK_FULL_REASONS = ("database or disk is full", "No space left on device", "Errno 28")
 
 # Disk full.
@@ -204,14 +205,14 @@ def redis_maxmemory(context: Context) -> ScenarioResult:
     everything accepted, and everything sent again, ends done."""
     trial = Trial(context, "redis-maxmemory")
     stack = context.stack
-    size = 20
+    size = 40
     refused: list[list[DocumentIn]] = []
     http: dict[str, int] = {}
     cli: dict[str, int] = {}
     answers: list[str] = []
     previous = cast(dict[str, str], stack.redis.config_get("maxmemory"))["maxmemory"]
     with http_app(stack) as url, httpx.Client(base_url=url, timeout=60) as web:
-        limit = _used_memory(stack) + 2 * 1024 * 1024
+        limit = _used_memory(stack) + MAXMEMORY_MARGIN
         stack.redis.config_set("maxmemory", limit)
         trial.note(f"maxmemory {limit // 1024} KiB")
         try:

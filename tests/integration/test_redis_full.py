@@ -45,7 +45,7 @@ def test_http_ingest_into_a_full_redis_is_a_503_naming_its_memory(
     # Then the producer is told to come back later, and why
     assert refused.status_code == 503, refused.text
     assert refused.json()["service"] == "redis"
-    assert "maxmemory" in refused.json()["detail"]
+    assert "out of memory (maxmemory reached)" in refused.json()["detail"]
 
     # And once memory is back the same document is accepted
     assert api.post("/api/documents", json=document).status_code == 202
@@ -61,5 +61,5 @@ def test_cli_ingest_into_a_full_redis_exits_3_naming_its_memory(
         refused = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
     assert refused.returncode == 3, refused.stdout + refused.stderr
-    assert "redis is unavailable" in refused.stderr and "maxmemory" in refused.stderr
+    assert "redis is unavailable" in refused.stderr and "out of memory (maxmemory reached)" in refused.stderr
     assert "Traceback" not in refused.stderr
