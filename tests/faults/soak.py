@@ -193,6 +193,7 @@ class Load(threading.Thread):
         self.revisions: dict[int, int] = {}  # live documents and their last revision
         self.next_id = 0
         self.calls = {"ingest": 0, "update": 0, "delete": 0, "refused": 0}
+        self.errors: dict[str, int] = {}  # refusals by call and exception type
         self.lock = threading.Lock()
 
     def run(self) -> None:
@@ -217,9 +218,13 @@ class Load(threading.Thread):
                 return attempt()
             except Exception as exc:
                 self.calls["refused"] += 1
-                if self.calls["refused"] % 20 == 1:
+                kind = f"{call}:{type(exc).__name__}"
+                self.errors[kind] = self.errors.get(kind, 0) + 1
+                if self.errors[kind] == 1:  # the first of each kind, with its message
                     print(
-                        f"soak: {call} refused, trying again: {str(exc)[:160]}", file=sys.stderr, flush=True
+                        f"soak: {call} refused ({type(exc).__name__}), trying again: {str(exc)[:200]}",
+                        file=sys.stderr,
+                        flush=True,
                     )
                 time.sleep(1.0)
 
@@ -280,6 +285,8 @@ def soak(context: Context) -> ScenarioResult:
     trial.notes.append(
         "load: " + " ".join(f"{k}={v}" for k, v in load.calls.items()) + f" live={len(load.revisions)}"
     )
+    if load.errors:
+        trial.notes.append("refused " + " ".join(f"{k}={v}" for k, v in sorted(load.errors.items())))
     trial.undone()
     return trial.finish()
 
