@@ -77,22 +77,16 @@ def qdrant_on_tmpfs(stack: FaultStack) -> Iterator[Path]:
 
 
 def fill(folder: Path) -> int:
-    """Writes a filler file until the filesystem is full; returns the bytes it took."""
+    """Writes filler files until the filesystem is full, to the last byte; returns the bytes taken.
+    Unbuffered: a close must not flush a refused write and raise."""
     written = 0
-    block = b"\0" * 65536
-    with (folder / "filler").open("wb") as out:
-        try:
+    for name, block in (("filler", b"\0" * 65536), ("filler-tail", b"\0")):
+        with contextlib.suppress(OSError), (folder / name).open("wb", buffering=0) as out:
             while True:
-                out.write(block)
-                out.flush()
-                written += len(block)
-        except OSError:
-            pass
-    # The last bytes too: writes one byte at a time until refused.
-    with contextlib.suppress(OSError), (folder / "filler-tail").open("wb", buffering=0) as tail:
-        while True:
-            tail.write(b"\0")
-            written += 1
+                done = out.write(block)
+                if not done:
+                    break
+                written += done
     return written
 
 
