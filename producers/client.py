@@ -37,7 +37,7 @@ from shared.models import (
     utc_now,
 )
 from shared.progress import Progress
-from shared.redis_client import START_HINT, connect, translated_errors
+from shared.redis_client import START_HINT, connect, out_of_memory, out_of_memory_in, translated_errors
 from shared.services.lifecycle import Lifecycle
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.reembed import Reembed, ShowProgress
@@ -97,7 +97,10 @@ def queue_errors() -> Iterator[None]:
     try:
         yield
     except (kombu.exceptions.OperationalError, redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ServiceUnavailable("redis", str(exc), START_HINT) from exc
+        full = out_of_memory_in(exc)
+        raise (out_of_memory(full) if full else ServiceUnavailable("redis", str(exc), START_HINT)) from exc
+    except redis.OutOfMemoryError as exc:
+        raise out_of_memory(exc) from exc
     except RuntimeError as exc:
         # Celery's result consumer gives up on a lost Redis with a bare RuntimeError.
         if isinstance(exc.__cause__, redis.ConnectionError | redis.TimeoutError | OSError):
@@ -149,7 +152,7 @@ class EngramClient:
                     task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
             except ServiceUnavailable as exc:
                 raise ServiceUnavailable(
-                    "redis", f"enqueued {sent} of {len(documents)} documents, then: {exc.detail}", START_HINT
+                    "redis", f"enqueued {sent} of {len(documents)} documents, then: {exc.detail}", exc.hint
                 ) from exc
             sent += len(batch)
             # After the send: progress never moves backwards, so a worker already past "queued" stays.

@@ -25,6 +25,25 @@ AUTH_HINT = (
     "set ENGRAM_REDIS_PASSWORD, or run where ENGRAM_DATA_DIR holds the secrets/redis.password "
     "that ./ops/demo made"
 )
+FULL_HINT = (
+    "Redis is at its maxmemory and evicts nothing (the queues must not lose tasks): try again once "
+    "the workers have drained the queues, or raise maxmemory"
+)
+
+
+def out_of_memory(exc: redis.OutOfMemoryError) -> ServiceUnavailable:
+    """Redis refusing a write at its maxmemory: a transient 503, not a failure of the request."""
+    return ServiceUnavailable("redis", f"out of memory (maxmemory reached): {exc}", FULL_HINT)
+
+
+def out_of_memory_in(exc: BaseException) -> redis.OutOfMemoryError | None:
+    """The OOM refusal under another library's error (kombu wraps it in its OperationalError)."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None or isinstance(seen, redis.OutOfMemoryError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def password(settings: Settings) -> str | None:
@@ -104,3 +123,5 @@ def translated_errors() -> Iterator[None]:
         raise ServiceUnavailable("redis", f"authentication refused: {exc}", AUTH_HINT) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ServiceUnavailable("redis", str(exc), START_HINT) from exc
+    except redis.OutOfMemoryError as exc:
+        raise out_of_memory(exc) from exc

@@ -25,9 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only",
         action="append",
-        choices=sorted(SCENARIOS),
-        metavar="NAME",
-        help="run this scenario (repeatable)",
+        metavar="NAME[,NAME]",
+        help="run these scenarios (repeatable, or comma-separated)",
     )
     parser.add_argument("--docs", type=int, help="documents per scenario (600; 60 with --quick)")
     parser.add_argument(
@@ -37,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
         "--repair-timeout", type=float, help="bound of each wait for recovery, s (240; 180 quick)"
     )
     parser.add_argument("--neo4j-outage", type=float, help="how long Neo4j stays down, s (300; 30 quick)")
+    parser.add_argument("--soak", action="store_true", help="run the chaos soak (as --only soak)")
+    parser.add_argument("--seed", type=int, help="the soak's schedule (drawn and printed when not given)")
+    parser.add_argument("--minutes", type=float, help="the soak's length, min (10; 1.5 with --quick)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     return parser
 
@@ -48,6 +50,8 @@ def options_of(args: argparse.Namespace) -> Options:
         quick=quick,
         repair_timeout_s=args.repair_timeout or (180.0 if quick else 240.0),
         neo4j_outage_s=args.neo4j_outage or (30.0 if quick else 300.0),
+        seed=args.seed,
+        soak_minutes=args.minutes,
     )
 
 
@@ -71,7 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{name:26} {(scenario.__doc__ or '').splitlines()[0]}")
         return 0
     options = options_of(args)
-    names = args.only or list(SCENARIOS)
+    named = [name for names in args.only or () for name in names.split(",") if name]
+    unknown = sorted(set(named) - set(SCENARIOS))
+    if unknown:
+        _parser().error(f"unknown scenario {', '.join(unknown)} (see --list)")
+    names = [*named, *(["soak"] if args.soak and "soak" not in named else [])] or list(SCENARIOS)
     stack = FaultStack.from_env()
     signal.signal(signal.SIGTERM, _interrupted)
     head = report.header(stack.settings, options)

@@ -20,7 +20,7 @@ from pathlib import Path
 from qdrant_client import models as qm
 
 from shared.ids import document_key
-from tests.faults import corpus
+from tests.faults import corpus, scenarios_resources, soak
 from tests.faults.restore_scenarios import RESTORE_SCENARIOS
 from tests.faults.stack import wait_for
 from tests.faults.trial import Context, ScenarioResult, Trial, recording_chunk_tasks, version_of
@@ -368,6 +368,8 @@ SCENARIOS: dict[str, Scenario] = {
     "update-delete-mid-ingest": update_delete_during_ingest,
 }
 SCENARIOS.update(RESTORE_SCENARIOS)
+SCENARIOS.update(soak.SCENARIOS)
+SCENARIOS.update(scenarios_resources.SCENARIOS)
 
 # Fast enough for ./ops/test (no wait on a visibility timeout or an outage), one of each kind.
 QUICK = (
@@ -377,4 +379,6 @@ QUICK = (
     "batch-delivered-twice",
     "drift-by-hand",
     "version-retried",
+    "soak",
+    "disk-full",
 )

@@ -34,6 +34,8 @@ class Options:
     repair_timeout_s: float = 240.0  # bound of the wait for the pipeline to finish after the fault
     reconcile_timeout_s: float = 180.0
     neo4j_outage_s: float = 300.0
+    seed: int | None = None  # the soak's schedule; drawn at random when not given
+    soak_minutes: float | None = None  # the soak's length (10; 1.5 quick)
 
 
 @dataclass(frozen=True, slots=True)
