@@ -146,6 +146,11 @@ def _parser() -> argparse.ArgumentParser:
     listing_keys = key_commands.add_parser("list", help="every key, revoked ones too (no secrets)")
     listing_keys.add_argument("--json", action="store_true")
     listing_keys.set_defaults(run=_keys_list)
+    rotate = key_commands.add_parser(
+        "rotate", help="a new signing secret for a key (shown once); the old one stops signing"
+    )
+    rotate.add_argument("key_id", help="the key's id, or the key itself")
+    rotate.set_defaults(run=_keys_rotate)
     revoke = key_commands.add_parser("revoke", help="a key stops working (within ENGRAM_AUTH_CACHE_S)")
     revoke.add_argument("key_id", help="the id that keys list shows (or the whole key)")
     revoke.set_defaults(run=_keys_revoke)
@@ -470,6 +475,15 @@ def _keys_list(args: argparse.Namespace) -> int:
         signed = ", signed webhooks" if key.signed_webhooks else ""
         print(f"{key.id}  {scope:<24} {revoked:<24} {key.created_at:%Y-%m-%d}  {key.name}{signed}")
     print(f"{len(keys)} keys")
+    return 0
+
+
+def _keys_rotate(args: argparse.Namespace) -> int:
+    key_id = args.key_id.split("_")[1] if args.key_id.startswith("egk_") else args.key_id
+    secret = EngramClient().rotate_signing_secret(key_id)
+    print(f"new signing secret for webhooks (X-Engram-Key-Id: {key_id}); shown once, keep it secret:")
+    print(secret)
+    print("the old one stops signing within ENGRAM_AUTH_CACHE_S")
     return 0
 
 

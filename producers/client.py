@@ -18,7 +18,7 @@ import kombu.exceptions
 import redis
 from celery import Celery
 
-from shared.auth import NewKey, make_key
+from shared.auth import NewKey, make_key, new_signing_secret
 from shared.errors import DocumentTooLarge, DuplicateDocument, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.graph.models import BackfillReport, EntityDetail, EntityPage
 from shared.ids import document_key
@@ -38,6 +38,7 @@ from shared.models import (
 )
 from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, out_of_memory, out_of_memory_in, translated_errors
+from shared.sealing import SecretBox, box_for
 from shared.services.lifecycle import Lifecycle
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.reembed import Reembed, ShowProgress
@@ -116,6 +117,7 @@ class EngramClient:
         self._progress = Progress(self._redis, self.settings.staging_ttl_s)
         self._versions = VersionClock(self._redis)
         self._neo4j: Neo4jStore | None = None
+        self._box: SecretBox | None = None
 
     def close(self) -> None:
         if self._neo4j is not None:
@@ -368,7 +370,17 @@ class EngramClient:
     # API keys (shared/auth.py), kept in Neo4j.
 
     def key_store(self) -> Neo4jKeyStore:
-        return Neo4jKeyStore(self._store())
+        if self._box is None:
+            self._box = box_for(self.settings)
+        return Neo4jKeyStore(self._store(), self._box)
+
+    def rotate_signing_secret(self, key_id: str) -> str:
+        """A new signing secret for the live key ``key_id``, shown once; the old one stops
+        signing within ENGRAM_AUTH_CACHE_S."""
+        secret = new_signing_secret()
+        if not self.key_store().rotate_signing_secret(key_id, secret):
+            raise InvalidInput(f"no live key {key_id!r}")
+        return secret
 
     def create_key(self, name: str, tenant: str | None, signing: bool = False) -> NewKey:
         stored, shown = make_key(name, "tenant" if tenant else "admin", tenant, signing, utc_now())

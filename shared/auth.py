@@ -124,6 +124,10 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def new_signing_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def make_key(
     name: str, scope: Scope, tenant: str | None, signing: bool, now: datetime
 ) -> tuple[ApiKey, NewKey]:
@@ -140,7 +144,7 @@ def make_key(
                 f"the tenant {tenant!r} is not an identifier: {exc.errors()[0]['msg']}"
             ) from exc
     key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
-    signing_secret = secrets.token_urlsafe(32) if signing else None
+    signing_secret = new_signing_secret() if signing else None
     stored = ApiKey(
         id=key_id,
         name=name,

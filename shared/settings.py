@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     redis_password: SecretStr | None = Field(
         None, description="Redis password; when unset, read from data_dir/secrets/redis.password if there."
     )
+    signing_key: SecretStr | None = Field(
+        None,
+        description="Seals webhook signing secrets in Neo4j; unset: data_dir/secrets/signing.key, made once.",
+    )
 
     # Neo4j, the primary store.
     neo4j_uri: str = Field("bolt://127.0.0.1:7687", description="The primary store.")
@@ -311,7 +315,7 @@ class Settings(BaseSettings):
     )
     api_keep_alive_s: int = Field(5, ge=1, description="An idle kept-alive connection is closed after this.")
 
-    @field_validator("redis_password", "qdrant_api_key", "embedding_api_key", mode="before")
+    @field_validator("redis_password", "signing_key", "qdrant_api_key", "embedding_api_key", mode="before")
     @classmethod
     def _empty_secret_is_unset(cls, value: object) -> object:
         """An empty variable (``ENGRAM_REDIS_PASSWORD=``) means no secret, not an empty one."""

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.auth import ApiKey
+from shared.sealing import SecretBox
 from shared.stores.neo4j import Neo4jStore
 
 CONSTRAINT = "CREATE CONSTRAINT api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE"
@@ -26,6 +27,12 @@ GET = "MATCH (k:ApiKey {id: $id}) RETURN " + FIELDS
 
 LIST = "MATCH (k:ApiKey) RETURN " + FIELDS + " ORDER BY k.created_at, k.id"
 
+ROTATE_SIGNING = """
+MATCH (k:ApiKey {id: $id}) WHERE k.revoked_at IS NULL
+SET k.signing_secret = $signing_secret
+RETURN k.id AS id
+"""
+
 REVOKE = """
 MATCH (k:ApiKey {id: $id})
 SET k.revoked_at = coalesce(k.revoked_at, $at)
@@ -34,26 +41,38 @@ RETURN k.id AS id
 
 
 class Neo4jKeyStore:
-    def __init__(self, store: Neo4jStore) -> None:
+    """Signing secrets cross this boundary in clear and rest in Neo4j sealed (shared/sealing.py)."""
+
+    def __init__(self, store: Neo4jStore, box: SecretBox) -> None:
         self._store = store
+        self._box = box
         self._schema_ready = False
 
     def add_key(self, key: ApiKey) -> None:
         if not self._schema_ready:
             self._store.write_rows(CONSTRAINT)
             self._schema_ready = True
-        self._store.write_rows(ADD, **key.model_dump(exclude={"revoked_at"}))
+        row = key.model_dump(exclude={"revoked_at"})
+        if key.signing_secret is not None:
+            row["signing_secret"] = self._box.seal(key.signing_secret)
+        self._store.write_rows(ADD, **row)
 
     def get_key(self, key_id: str) -> ApiKey | None:
         rows = self._store.read_rows(GET, id=key_id)
-        return _key(rows[0]) if rows else None
+        return self._key(rows[0]) if rows else None
 
     def list_keys(self) -> list[ApiKey]:
-        return [_key(row) for row in self._store.read_rows(LIST)]
+        return [self._key(row) for row in self._store.read_rows(LIST)]
+
+    def rotate_signing_secret(self, key_id: str, signing_secret: str) -> bool:
+        """The live key's signing secret replaced (sealed); False if there is no such live key."""
+        sealed = self._box.seal(signing_secret)
+        return bool(self._store.write_rows(ROTATE_SIGNING, id=key_id, signing_secret=sealed))
+
+    def _key(self, row: dict[str, Any]) -> ApiKey:
+        if row.get("signing_secret") is not None:
+            row = {**row, "signing_secret": self._box.open(row["signing_secret"])}
+        return ApiKey.model_validate(row)
 
     def revoke_key(self, key_id: str, at: datetime) -> bool:
         return bool(self._store.write_rows(REVOKE, id=key_id, at=at))
-
-
-def _key(row: dict[str, Any]) -> ApiKey:
-    return ApiKey.model_validate(row)

@@ -346,3 +346,48 @@ def test_a_tenant_confusable_with_an_existing_one_is_warned_and_refused_when_str
     assert warned.returncode == 0, warned.stderr
     assert "warning" in warned.stderr
     assert json.loads(warned.stdout)["info"]["tenant"] == lookalike
+
+
+# Finding 4: signing secrets sealed at rest, and rotated ---------------------------------------
+
+
+def test_a_signing_secret_rests_sealed_in_neo4j_and_rotates(
+    api: TestClient, keys: KeyMaker, tenant: str, neo4j_driver: Any
+) -> None:
+    from producers.api import authenticator
+    from producers.client import EngramClient
+    from shared.sealing import SEALED
+
+    # Given a signing key
+    made = keys(tenant, signing=True)
+    assert made.signing_secret is not None
+    # Then what Neo4j holds is sealed: the store alone cannot sign
+    with neo4j_driver.session() as session:
+        stored = session.run(
+            "MATCH (k:ApiKey {id: $id}) RETURN k.signing_secret AS s", id=made.info.id
+        ).single()
+    assert stored["s"].startswith(SEALED) and made.signing_secret not in stored["s"]
+
+    def post(secret: str, text: str) -> int:
+        body = json.dumps({"id": text, "text": text}).encode()
+        now = str(int(time.time()))
+        headers = {
+            "content-type": "application/json",
+            "x-engram-key-id": made.info.id,
+            "x-engram-timestamp": now,
+            "x-engram-signature": signature(secret, now, body),
+        }
+        return client_with().post("/api/documents", content=body, headers=headers).status_code
+
+    # And the secret it was shown signs
+    assert post(made.signing_secret, "before rotation") == 202
+    # When it is rotated
+    client = EngramClient()
+    try:
+        rotated = client.rotate_signing_secret(made.info.id)
+    finally:
+        client.close()
+    authenticator().forget()
+    # Then the old secret no longer signs and the new one does
+    assert post(made.signing_secret, "old secret") == 401
+    assert post(rotated, "after rotation") == 202
