@@ -37,8 +37,8 @@ LABELS = {
     "vector": "vector only (cosine)",
     "rrf": "plain RRF (k=60, equal weights)",
     "weighted_rrf": "weighted RRF (the keyword ratio)",
-    "blend": "score blend (the keyword ratio)",
-    "engram": "engram default",
+    "blend": "score blend (fixed keyword ratio 0.3)",
+    "engram": "engram default (adaptive + time)",
 }
 TOP_K = 100
 """Results asked of a BEIR search (recall@100)."""
@@ -213,18 +213,32 @@ def run(path: Path, reuse: bool, out: Say) -> Report:
         client.close()
 
 
+Searches = dict[str, dict[str, list[str]]]
+"""method → query id → the documents found, best first."""
+
+
+def search_all(
+    client: EngramClient, queries: Sequence[tuple[str, str, str]], top_k: int, report: Report
+) -> Searches:
+    """Every (query id, tenant, text) searched by every method, the methods in turn for each
+    query, so that each method's latency is measured under the same load."""
+    found: Searches = {m: {} for m in (*METHODS, *ABLATION)}
+    for method in found:
+        report.latencies[method] = []
+    for query_id, tenant, text in queries:
+        for method, results in found.items():
+            request = SearchRequest(query=text, user_id=tenant, top_k=top_k, method=method)
+            results[query_id], waited = ranked_documents(client, request)
+            report.latencies[method].append(waited)
+    return found
+
+
 def _measure_beir(client: EngramClient, dataset: BeirSet, ingest_s: float | None) -> Report:
     tenant = tenant_of(dataset)
     report = Report(dataset.name, "beir", len(dataset.corpus), len(dataset.queries), ingest_s)
-    for method in (*METHODS, *ABLATION):
-        results: dict[str, list[str]] = {}
-        waited: list[float] = []
-        for query_id, text in dataset.queries.items():
-            request = SearchRequest(query=text, user_id=tenant, top_k=TOP_K, method=method)
-            results[query_id], took = ranked_documents(client, request)
-            waited.append(took)
+    queries = [(query_id, tenant, text) for query_id, text in dataset.queries.items()]
+    for method, results in search_all(client, queries, TOP_K, report).items():
         report.methods[method] = beir(results, dataset.qrels)
-        report.latencies[method] = waited
     return report
 
 
@@ -233,19 +247,9 @@ def _run_locomo(client: EngramClient, dataset: LocomoSet, reuse: bool, out: Say)
     took = ingest(client, documents, f"{len(dataset.conversations)} conversation tenants", reuse, out)
     report = Report(dataset.name, "locomo", len(documents), dataset.questions, took)
     questions = [q for c in dataset.conversations for q in c.questions]
-    for method in (*METHODS, *ABLATION):
-        runs: dict[str, list[str]] = {}
-        waited: list[float] = []
-        for conversation in dataset.conversations:
-            tenant = dataset.tenant(conversation)
-            for question in conversation.questions:
-                request = SearchRequest(
-                    query=question.text, user_id=tenant, top_k=CONVERSATION_TOP_K, method=method
-                )
-                runs[question.id], ms = ranked_documents(client, request)
-                waited.append(ms)
+    queries = [(q.id, dataset.tenant(c), q.text) for c in dataset.conversations for q in c.questions]
+    for method, runs in search_all(client, queries, CONVERSATION_TOP_K, report).items():
         report.methods[method] = recall_report(runs, questions)
-        report.latencies[method] = waited
     return report
 
 

@@ -145,15 +145,26 @@ class Settings(BaseSettings):
     search_fulltext_max_candidates: int = Field(
         4000, ge=1, description="Most fulltext matches read per search while oversampling."
     )
-    search_fusion: Literal["blend", "rrf"] = Field(
-        "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
+    search_fusion: Literal["adaptive", "blend", "rrf"] = Field(
+        "adaptive",
+        description="adaptive (keyword weight per query from its rarest word), blend (similarity and "
+        "keyword scores, by ratio) or rrf (weighted ranks).",
+    )
+    search_keyword_weight_max: float = Field(
+        0.3, ge=0.0, le=1.0, description="adaptive: the keyword weight of a query whose rarest word is rare."
+    )
+    search_rarity_low: float = Field(
+        0.5, ge=0.0, le=1.0, description="adaptive: rarity (idf share) below which keywords get no weight."
+    )
+    search_rarity_high: float = Field(
+        0.8, ge=0.0, le=1.0, description="adaptive: rarity from which keywords get the full weight."
     )
     search_keyword_ratio: float = Field(
         0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
     )
     search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
     search_feedback_weight: float = Field(
-        1.0,
+        0.0,
         ge=0.0,
         le=4.0,
         description="Pseudo-relevance feedback: the query vector moves toward the mean of the first "
@@ -161,6 +172,21 @@ class Settings(BaseSettings):
     )
     search_feedback_docs: int = Field(
         5, ge=1, le=50, description="Best memories of the first round fed back."
+    )
+    search_feedback_expand: bool = Field(
+        False,
+        description="The feedback round also asks the index for new candidates with the moved vector "
+        "(off: it re-scores the first round's candidates, one query less).",
+    )
+    search_time_weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Nudge for memories made within a time the query names ('in May 2023', 'last "
+        "year'); 0: off.",
+    )
+    search_time_slack_days: float = Field(
+        3.0, ge=0.0, description="Days after a named time that still count as within it (said later)."
     )
     search_stats_ttl_s: float = Field(
         30.0,

@@ -531,6 +531,11 @@ class Neo4jStore:
         row = self._read(sq.TENANT_STATS, user_id=user_id)[0]
         return int(row["documents"] or 0), float(row["average_length"] or 0.0)
 
+    def newest_memory(self, user_id: str) -> datetime | None:
+        """When the tenant's newest memory was made (none when it holds none)."""
+        newest = self._read(sq.NEWEST_MEMORY, user_id=user_id)[0]["newest"]
+        return newest if isinstance(newest, datetime) else None
+
     def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
         return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]
 

@@ -77,6 +77,12 @@ MATCH (m:Memory) WHERE m.user_id = $user_id
 RETURN count(m) AS documents, avg(m.token_count) AS average_length
 """
 
+# The moment of the tenant's newest memory: "now" for the time a query names, when it gives none.
+NEWEST_MEMORY = """
+MATCH (m:Memory) WHERE m.user_id = $user_id
+RETURN max(m.created_at) AS newest
+"""
+
 # Up to $n chunks before and after each memory, along NEXT (at most 5: a bound is no parameter).
 NEIGHBOURS = """
 UNWIND $ids AS id
