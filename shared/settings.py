@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     )
     search_rrf_k: int = Field(60, ge=1, description="k of reciprocal rank fusion.")
     search_feedback_weight: float = Field(
-        0.0,
+        1.0,
         ge=0.0,
         le=4.0,
         description="Pseudo-relevance feedback: the query vector moves toward the mean of the first "
@@ -172,6 +172,13 @@ class Settings(BaseSettings):
     )
     search_feedback_docs: int = Field(
         5, ge=1, le=50, description="Best memories of the first round fed back."
+    )
+    search_feedback_max_keyword_weight: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="The feedback round runs only for queries whose adaptive keyword weight is at most "
+        "this: a query of rare words (names, places) is found by them, and feedback drifts it.",
     )
     search_feedback_expand: bool = Field(
         False,

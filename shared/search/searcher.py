@@ -181,7 +181,7 @@ class Searcher:
         if method != "vector" and query.terms:
             merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
         merged = fusion.with_ranks(merged)
-        if method == "engram" and self._settings.search_feedback_weight > 0 and merged:
+        if method == "engram" and self._feedback_on(query) and merged:
             merged = self._feedback(query, merged)
         return merged
 
@@ -194,6 +194,14 @@ class Searcher:
         rarity = fusion.rarity(query.terms, self.term_stats(query))
         return fusion.rarity_weight(
             rarity, s.search_keyword_weight_max, s.search_rarity_low, s.search_rarity_high
+        )
+
+    def _feedback_on(self, query: Query) -> bool:
+        """Feedback for a query of common words only (its keyword weight low): one of rare words
+        is found by them, and moving its vector toward its first results drifts it."""
+        s = self._settings
+        return s.search_feedback_weight > 0 and (
+            self.keyword_weight(query, "engram") <= s.search_feedback_max_keyword_weight
         )
 
     def _timeframe(self, request: SearchRequest, method: SearchMethod) -> Timeframe | None:

@@ -59,9 +59,15 @@ SCHEMA_MADE_MEANWHILE = frozenset(
 Row = dict[str, Any]
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _native(value: Any) -> Any:
     """Neo4j temporal values become Python datetimes and nodes maps of their properties, also
-    inside maps and lists; a list of numbers (an embedding) is returned as it is, unwalked."""
+    inside maps and lists; a list of numbers (an embedding) is returned as it is, unwalked. Plain
+    values first: the abstract isinstance checks cost a search's rows a fifth of its time."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, dict | Node):
         return {key: _native(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -159,13 +159,12 @@ def test_either_ranking_preset_explains_its_nudges(preset: str) -> None:
     assert explanation is not None and "importance" in explanation.nudges
 
 
-def test_engram_feeds_the_first_rounds_best_back_when_feedback_is_on_and_blend_does_not() -> None:
+def test_engram_feeds_the_first_rounds_best_back_for_common_words_and_blend_does_not() -> None:
     store = FakeSearchStore(small_tenant())
 
-    engram = search(store, settings(search_feedback_weight=1.0), top_k=3)
-    assert all(
-        r.explanation and r.explanation.feedback_similarity is None for r in search(store, top_k=3).results
-    )
+    engram = search(store, top_k=3)  # "otter river": words most of the tenant's memories hold
+    rare = search(store, query="otter zebra", top_k=3)  # a word none holds: keyword weight 0.3
+    assert all(r.explanation and r.explanation.feedback_similarity is None for r in rare.results)
     blend = search(store, top_k=3, method="blend")
 
     assert all(r.explanation and r.explanation.feedback_similarity is not None for r in engram.results)
