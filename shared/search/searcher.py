@@ -11,6 +11,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Literal
 
@@ -109,6 +110,7 @@ class Searcher:
         self._model_checked_until = 0.0
         self._reranker = reranker if reranker is not None else _reranker(s)
         self._judge = judge if judge is not None else _judge(s)
+        self._reads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search-read")
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
@@ -172,14 +174,15 @@ class Searcher:
         """Every source the method reads, merged, each candidate with its keyword score and its
         places by similarity and by keyword score."""
         self._check_model()
-        lists = []
-        if method != "bm25":
-            lists.append(self._vector.candidates(query))
-        if method != "vector":
-            lists.append(self._fulltext.candidates(query))
+        # The sources and the tenant's keyword statistics are independent reads: asked at once,
+        # a hybrid search waits for the slowest of them rather than for their sum.
+        wanted = ((self._vector, method != "bm25"), (self._fulltext, method != "vector"))
+        keywords = method != "vector" and bool(query.terms)
+        stats = self._reads.submit(self.term_stats, query) if keywords else None
+        lists = list(self._reads.map(lambda source: source.candidates(query), [s for s, on in wanted if on]))
         merged = fusion.merge(lists)
-        if method != "vector" and query.terms:
-            merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
+        if stats is not None:
+            merged = fusion.with_keywords(merged, query.terms, stats.result())
         merged = fusion.with_ranks(merged)
         if method == "engram" and self._feedback_on(query) and merged:
             merged = self._feedback(query, merged)
