@@ -33,6 +33,7 @@ from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, Problem, ProblemItem, one_value_each, problem_body
+from producers.entities_api import router as entities_router
 from producers.searches import Searches
 from shared.auth import Authenticator, Caller
 from shared.errors import (
@@ -443,3 +444,7 @@ async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOvervie
     if who.tenant is not None or user_id is not None:
         return await run_in_threadpool(client().tenant_overview, who.tenant_for(user_id))
     return await run_in_threadpool(client().overview)
+
+
+# Routes of their own modules, on the same app, guards and error answers.
+app.include_router(entities_router)

@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from producers.client import EngramClient
 from producers.files import read_documents
+from producers.graph_cli import register as register_graph_commands
 from shared.auth import KeyInfo
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
@@ -157,6 +158,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser("mcp", help="an MCP server on stdio for agents: remember, search_memory")
     mcp.add_argument("--user", dest="user_id", required=True, help="the tenant the agent's memory is")
     mcp.set_defaults(run=_mcp)
+
+    register_graph_commands(commands)
 
     serve = commands.add_parser("serve", help="run the HTTP app")
     serve.add_argument("--host")

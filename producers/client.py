@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -19,6 +19,7 @@ from celery import Celery
 
 from shared.auth import NewKey, make_key
 from shared.errors import DocumentTooLarge, DuplicateDocument, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.graph.models import BackfillReport, EntityDetail, EntityPage
 from shared.ids import document_key
 from shared.models import (
     DeleteResult,
@@ -45,6 +46,7 @@ from shared.settings import Settings, get_settings
 from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, MigrationState
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_entities import Neo4jEntities
 from shared.stores.neo4j_keys import Neo4jKeyStore
 from shared.versions import VersionClock
 from workers.app import (
@@ -235,6 +237,37 @@ class EngramClient:
     def delete_where(self, user_id: str, filters: SearchFilters, everything: bool = False) -> DeleteResult:
         self.ping()
         return self._lifecycle().delete_where(user_id, filters, everything)
+
+    # The entity graph (shared/graph, shared/stores/neo4j_entities.py).
+
+    def list_entities(
+        self,
+        user_id: str,
+        prefix: str | None = None,
+        text: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> EntityPage:
+        return Neo4jEntities(self._store()).list_entities(user_id, prefix, text, kind, limit, offset)
+
+    def get_entity(self, user_id: str, name: str) -> EntityDetail | None:
+        return Neo4jEntities(self._store()).get_entity(user_id, name)
+
+    def graph_backfill(
+        self, user_id: str | None = None, page: int = 500, done: Callable[[int], None] | None = None
+    ) -> BackfillReport:
+        """Derives sessions, turn order and entities of every Memory (of one tenant) from its own
+        fields, a page at a time: for Memories written before the graph, or restored. Idempotent."""
+        store = self._store()
+        after: str | None = None
+        total = 0
+        while ids := store.memory_ids_page(user_id, after, page):
+            total += store.derive_graph(ids)
+            after = ids[-1]
+            if done is not None:
+                done(len(ids))
+        return BackfillReport(memories=total)
 
     def replay(self, user_id: str | None = None, document_ids: Sequence[str] = ()) -> ReplayReport:
         """Re-drives failed documents (these, or every failed one) from what is staged."""

@@ -23,7 +23,9 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import BaseModel, Field, ValidationError
 
-from shared.errors import EngramError
+from shared.errors import EngramError, InvalidInput
+from shared.graph.entities import normalise
+from shared.graph.models import EntityDetail, EntityPage, EntitySummary
 from shared.models import (
     DocumentIn,
     DocumentStatus,
@@ -53,6 +55,18 @@ class MemoryClient(Protocol):
 
     def status(self, user_id: str, document_id: str) -> DocumentStatus: ...
 
+    def list_entities(
+        self,
+        user_id: str,
+        prefix: str | None = None,
+        text: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> EntityPage: ...
+
+    def get_entity(self, user_id: str, name: str) -> EntityDetail | None: ...
+
 
 class MemorySearch(BaseModel):
     context: str | None = Field(description="The results as one text within the token budget.")
@@ -66,6 +80,11 @@ class Remembered(BaseModel):
     document_id: str = Field(description="The id to ask memory_status about.")
     version: int
     state: Literal["queued"] = "queued"
+
+
+class EntityLookup(BaseModel):
+    entity: EntityDetail | None = Field(None, description="The entity named, with its memories.")
+    entities: list[EntitySummary] = Field(default_factory=list, description="Entities, most mentioned first.")
 
 
 class MemoryState(BaseModel):
@@ -181,6 +200,22 @@ def build_server(client: MemoryClient, user_id: str, default_token_budget: int =
         return MemoryState(
             document_id=status.document_id, state=status.state, error=status.error, chunks=status.chunks
         )
+
+    @server.tool()
+    @_tool_errors
+    def entities(name: str | None = None, prefix: str | None = None, limit: int = 20) -> EntityLookup:
+        """The people, places, organisations, things and dates this user's memories name. With
+        `name`: that entity, the memories that mention it and the entities mentioned with it.
+        Else the entities whose name starts with `prefix` (every one when absent), most
+        mentioned first."""
+        for label, value in (("name", name), ("prefix", prefix)):
+            if value is not None and not normalise(value):
+                raise InvalidInput(f"{label} has no letters or digits to match a name by")
+        if not 1 <= limit <= 500:
+            raise InvalidInput("limit is 1 to 500")
+        if name is not None:
+            return EntityLookup(entity=client.get_entity(user_id, name))
+        return EntityLookup(entities=client.list_entities(user_id, prefix=prefix, limit=limit).entities)
 
     return server
 

@@ -193,6 +193,10 @@ class DocumentFields(BaseModel):
         default_factory=dict, max_length=METADATA_MAX_KEYS
     )
     created_at: Moment | None = None
+    position: Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_a_number)] | None = Field(
+        None,
+        description="The turn's place in its session: ordered by it when given, else by created_at.",
+    )
 
     @property
     def document_id(self) -> str:
@@ -259,6 +263,7 @@ class Memory(BaseModel):
     memory_type: str = "document"
     project_id: str | None = None
     session_id: str | None = None
+    position: int | None = None
     title: str | None = None
     tags: list[str] = Field(default_factory=list)
     importance: float = 0.5

@@ -242,6 +242,38 @@ class Settings(BaseSettings):
         2.0, ge=0, description="How often a query worker re-reads the store's model (a migration)."
     )
 
+    # The graph (shared/graph): sessions, turn order, entities.
+    graph_entities: Literal["builtin", "spacy", "llm", "off"] = Field(
+        "builtin",
+        description="Entity extractor at write time: builtin (offline rules), spacy (an installed "
+        "model package), llm (graph_llm_*), off.",
+    )
+    graph_max_entities: int = Field(16, ge=1, le=64, description="Most entities kept per memory.")
+    graph_related_entities: int = Field(
+        8, ge=0, le=16, description="A memory's first entities paired as RELATED (pairs grow as n²)."
+    )
+    graph_spacy_model: str = Field("en_core_web_sm", description="Installed spaCy model package.")
+    graph_llm_url: str | None = Field(None, description="OpenAI-compatible or Ollama base URL.")
+    graph_llm_api: Literal["openai", "ollama"] = Field("openai", description="Chat API of graph_llm_url.")
+    graph_llm_model: str = Field("llama3.2", description="Chat model that names entities.")
+    graph_llm_api_key: SecretStr | None = Field(None, description="Bearer key of the entity model.")
+    search_entity_expansion: bool = Field(
+        False, description="Memories naming the query's entities join the candidates."
+    )
+    search_entity_max_memories: int = Field(
+        50, ge=1, description="An entity named by more memories than this is too common to expand."
+    )
+    search_session_evidence: bool = Field(
+        False, description="The turns next to the first hits (along NEXT) join the candidates."
+    )
+    search_session_hits: int = Field(5, ge=1, le=50, description="First hits whose neighbours join.")
+    search_entity_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="Lift of a memory naming the query's entities (x the best fused)."
+    )
+    search_session_weight: float = Field(
+        0.0, ge=0.0, le=1.0, description="Lift of a memory by its neighbouring turns' fused scores."
+    )
+
     # Model migration (engram reembed).
     reembed_page_size: int = Field(
         128, ge=1, le=4096, description="Memories re-embedded per task of a model migration."

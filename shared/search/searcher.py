@@ -21,6 +21,7 @@ from shared.models import SearchMethod, SearchRequest, SearchResponse, SearchRes
 from shared.search import fusion
 from shared.search.agentic import ChatJudge, Judge, fuse_rounds
 from shared.search.bm25 import TermStats
+from shared.search.graph_sources import CandidateExpander, graph_expanders
 from shared.search.ranking import RankingPolicy, rank
 from shared.search.records import Candidate, Fused, Ranked
 from shared.search.rerank import HttpReranker, Reranker, reranked
@@ -95,6 +96,7 @@ class Searcher:
         backup: BackupCandidates | None = None,
         reranker: Reranker | None = None,
         judge: Judge | None = None,
+        expanders: Sequence[CandidateExpander] | None = None,
     ) -> None:
         s = settings
         self._store = store
@@ -111,6 +113,7 @@ class Searcher:
         self._reranker = reranker if reranker is not None else _reranker(s)
         self._judge = judge if judge is not None else _judge(s)
         self._reads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search-read")
+        self._expanders = list(expanders) if expanders is not None else graph_expanders(store, s)
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
@@ -146,7 +149,11 @@ class Searcher:
             method = "vector"  # no keyword scores without Neo4j
         policy = RankingPolicy.from_settings(s, threshold, self._timeframe(request, method))
         weight = self.keyword_weight(query, method)
-        ranked = rank(fuse(method, candidates, s, weight), policy, max(top_k, self._head(method)), utc_now())
+        fused = fuse(method, candidates, s, weight)
+        if method == "engram" and source == "neo4j":  # the graph's re-scorers (graph_sources.py)
+            for expander in self._expanders:
+                fused = expander.rescore(query, fused)
+        ranked = rank(fused, policy, max(top_k, self._head(method)), utc_now())
         follow_ups: list[str] = []
         if method == "engram" and source == "neo4j":
             ranked, follow_ups = self._second_round(query, ranked, policy)
@@ -181,6 +188,8 @@ class Searcher:
         stats = self._reads.submit(self.term_stats, query) if keywords else None
         lists = list(self._reads.map(lambda source: source.candidates(query), [s for s, on in wanted if on]))
         merged = fusion.merge(lists)
+        if method == "engram":  # the graph's sources the settings switch on (graph_sources.py)
+            merged = fusion.merge([merged, *[e.expand(query, merged) for e in self._expanders]])
         if stats is not None:
             merged = fusion.with_keywords(merged, query.terms, stats.result())
         merged = fusion.with_ranks(merged)

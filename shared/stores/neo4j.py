@@ -32,6 +32,7 @@ from shared.models import (
     utc_now,
 )
 from shared.settings import Settings
+from shared.stores import neo4j_graph_queries as gq
 from shared.stores import neo4j_migration_queries as mq
 from shared.stores import neo4j_queries as q
 from shared.stores import neo4j_search_queries as sq
@@ -46,6 +47,13 @@ from shared.stores.base import (
     SyncHealth,
     SyncRows,
     WriteOutcome,
+)
+from shared.stores.neo4j_graph import (
+    BESIDE_CANDIDATES,
+    ENTITY_CANDIDATES,
+    MEMORIES_TO_DELETE,
+    GraphSource,
+    GraphWriter,
 )
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
@@ -100,8 +108,11 @@ def _translated_errors() -> Iterator[None]:
 
 
 class Neo4jStore:
-    def __init__(self, settings: Settings, driver: neo4j.Driver | None = None) -> None:
+    def __init__(
+        self, settings: Settings, driver: neo4j.Driver | None = None, graph: GraphWriter | None = None
+    ) -> None:
         self._settings = settings
+        self._graph = graph
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
         self._schema_lock = threading.Lock()
@@ -121,6 +132,17 @@ class Neo4jStore:
 
     def close(self) -> None:
         self._driver.close()
+
+    @property
+    def graph(self) -> GraphWriter:
+        """What derives sessions and entities in every write (made on first use: an extractor
+        such as spaCy's loads a model)."""
+        if self._graph is None:
+            from shared.graph.extractors import make_extractor
+
+            s = self._settings
+            self._graph = GraphWriter(make_extractor(s), s.graph_related_entities)
+        return self._graph
 
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
         with _translated_errors():
@@ -151,7 +173,7 @@ class Neo4jStore:
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
         constraint can never be made, so every later write fails.
         """
-        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA):
+        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
             self._schema(statement)
         claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
@@ -217,6 +239,7 @@ class Neo4jStore:
         document_rows: list[Row] = []
         memory_rows: list[Row] = []
         pairs: dict[str, list[list[str]]] = {}
+        sources: list[GraphSource] = []
         for write in writes:
             staged = write.staged
             doc = staged.document
@@ -241,6 +264,7 @@ class Neo4jStore:
             for chunk, vector in zip(staged.chunks, write.vectors, strict=True):
                 embedding = [float(x) for x in vector]
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
+                sources.append(GraphSource(memory.id, memory.user_id, memory.content))
                 properties = memory.model_dump(exclude={"created_at"})
                 memory_rows.append(
                     {
@@ -257,6 +281,8 @@ class Neo4jStore:
             pairs[staged.key] = [[a, b] for a, b in pairwise(ids)]
 
         models = {(write.model, len(write.vectors[0])) for write in writes if write.vectors}
+        graph = self.graph
+        entity_rows = graph.entity_rows(sources)
 
         def work(tx: ManagedTransaction) -> WriteOutcome:
             # Checked inside the transaction: a migration's switch refuses writes of the old model.
@@ -276,7 +302,12 @@ class Neo4jStore:
             tx.run(q.LINK_NEXT, pairs=links).consume()
             accepted_set = set(accepted)
             kept = [row for row in document_rows if row["key"] in accepted_set]
+            stale_ids = [r["id"] for r in tx.run(gq.STALE_CHUNKS, documents=kept)]
+            touched, old_sessions = graph.before_removal(tx, stale_ids)
             removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
+            graph.prune(tx, touched)
+            written_set = set(written)
+            graph.derive(tx, [row for row in entity_rows if row["id"] in written_set], old_sessions)
             return WriteOutcome(
                 written=accepted,
                 stale=[row["key"] for row in document_rows if row["key"] not in accepted_set],
@@ -289,8 +320,37 @@ class Neo4jStore:
 
     def delete_documents(self, keys: Sequence[str], version: int) -> list[str]:
         """Deletes documents not newer than ``version``; returns the Memory ids removed."""
-        rows = self._write(q.DELETE_DOCUMENTS, keys=list(keys), version=version, now=utc_now())
+        now = utc_now()
+        params: Row = {"keys": list(keys), "version": version, "now": now}
+
+        def work(tx: ManagedTransaction) -> list[Row]:
+            ids = [r["id"] for r in tx.run(gq.DOCUMENT_MEMORIES_TO_DELETE, **params)]
+            delete = q.DELETE_DOCUMENTS
+            removed: list[Row] = self.graph.remove(
+                tx, ids, lambda t: [r.data() for r in t.run(delete, **params)]
+            )
+            return removed
+
+        rows = self._transaction(work)
         return [memory_id for row in rows for memory_id in row["removed"]]
+
+    def _transaction(self, work: Any) -> Any:
+        with _translated_errors(), self._driver.session(database=self._database) as session:
+            return session.execute_write(work)
+
+    # The derived graph (sessions, turn order, entities): backfill and restore.
+
+    def derive_graph(self, ids: Sequence[str]) -> int:
+        """Derives sessions, turn order and entities for these Memories from their own fields, as
+        a write does (idempotent): Memories written before the graph existed, or restored."""
+        rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids))
+        sources = [GraphSource(r["id"], r["user_id"], r["content"] or "") for r in rows]
+        entity_rows = self.graph.entity_rows(sources)
+        self._transaction(lambda tx: self.graph.derive(tx, entity_rows))
+        return len(rows)
+
+    def memory_ids_page(self, user_id: str | None, after: str | None, limit: int) -> list[str]:
+        return [r["id"] for r in self._read(gq.MEMORY_PAGE, user_id=user_id, after=after, limit=limit)]
 
     # The memory lifecycle.
 
@@ -308,14 +368,22 @@ class Neo4jStore:
         self, user_id: str, filters: SearchFilters, ids: Sequence[str] | None, version: int
     ) -> tuple[list[str], int]:
         """Deletes the tenant's Memories matching; returns their ids and how many documents went."""
-        params = filter_parameters(user_id, filters)
-        rows = self._write(
-            q.DELETE_MEMORIES,
-            ids=None if ids is None else list(ids),
-            version=version,
-            now=utc_now(),
-            **params,
-        )
+        params = {
+            **filter_parameters(user_id, filters),
+            "ids": None if ids is None else list(ids),
+            "version": version,
+            "now": utc_now(),
+        }
+
+        def work(tx: ManagedTransaction) -> list[Row]:
+            found = [r["id"] for r in tx.run(MEMORIES_TO_DELETE, **params)]
+            delete = q.DELETE_MEMORIES
+            removed: list[Row] = self.graph.remove(
+                tx, found, lambda t: [r.data() for r in t.run(delete, **params)]
+            )
+            return removed
+
+        rows = self._transaction(work)
         return list(rows[0]["removed"]), int(rows[0]["emptied"])
 
     # Sync.
@@ -557,6 +625,29 @@ class Neo4jStore:
     def stored_documents(self, keys: Sequence[str]) -> int:
         return int(self._read(sq.STORED_DOCUMENTS, keys=list(keys))[0]["n"] or 0)
 
+    def entity_candidates(
+        self, keys: Sequence[str], max_memories: int, vector: Sequence[float], k: int, filters: Row
+    ) -> list[Row]:
+        """Memories naming the tenant's entities of these keys (shared/search/graph_sources.py)."""
+        params = {"keys": list(keys), "max_memories": max_memories, "vector": list(vector), "k": k}
+        return list(self._read(ENTITY_CANDIDATES, **params, **filters)[0]["kept"])
+
+    def beside_candidates(self, ids: Sequence[str], vector: Sequence[float], filters: Row) -> list[Row]:
+        """The memories next to these along NEXT: the turns around a turn, the chunks around a chunk."""
+        return list(self._read(BESIDE_CANDIDATES, ids=list(ids), vector=list(vector), **filters)[0]["kept"])
+
+    def mentions_among(
+        self, user_id: str, keys: Sequence[str], max_memories: int, ids: Sequence[str]
+    ) -> dict[str, tuple[int, list[str]]]:
+        """Per entity key of the tenant named by at most ``max_memories`` memories: how many name
+        it, and which of ``ids`` do."""
+        params = {"user_id": user_id, "keys": list(keys), "max_memories": max_memories, "ids": list(ids)}
+        return {r["key"]: (int(r["n"]), list(r["ids"])) for r in self._read(gq.MENTIONS_AMONG, **params)}
+
+    def next_among(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """The NEXT edges between these memories."""
+        return [(r["a"], r["b"]) for r in self._read(gq.NEXT_AMONG, user_id=user_id, ids=list(ids))]
+
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         rows = self._read(sq.NEIGHBOURS, user_id=user_id, ids=list(ids), n=n)
         return {row["id"]: (list(row["before"]), list(row["after"])) for row in rows}
@@ -638,6 +729,7 @@ def memory_of(staged: StagedDocument, chunk_index: int, model: str, dimension: i
         memory_type=doc.memory_type,
         project_id=doc.project_id,
         session_id=doc.session_id,
+        position=doc.position,
         title=doc.title,
         tags=list(doc.tags),
         importance=doc.importance,

@@ -11,6 +11,7 @@ from mcp.server.fastmcp.exceptions import ToolError
 
 from producers.mcp_server import build_server
 from shared.errors import SearchTimeout
+from shared.graph.models import EntityDetail, EntityPage, EntitySummary
 from shared.models import (
     DocumentIn,
     DocumentStatus,
@@ -20,6 +21,8 @@ from shared.models import (
     SearchResult,
 )
 
+CAROLINE = EntitySummary(key="caroline", name="Caroline", kind="person", aliases=["Caroline"], memories=3)
+
 
 class FakeClient:
     def __init__(self, results: list[SearchResult] | None = None, fail: Exception | None = None) -> None:
@@ -27,6 +30,7 @@ class FakeClient:
         self.requests: list[SearchRequest] = []
         self.results = results or []
         self.fail = fail
+        self.entity_calls: list[tuple[str, str | None, int]] = []
 
     def ingest(self, documents: Sequence[DocumentIn]) -> IngestAccepted:
         self.documents.extend(documents)
@@ -51,6 +55,24 @@ class FakeClient:
 
     def status(self, user_id: str, document_id: str) -> DocumentStatus:
         return DocumentStatus(document_id=document_id, user_id=user_id, state="done", chunks=1)
+
+    def list_entities(
+        self,
+        user_id: str,
+        prefix: str | None = None,
+        text: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> EntityPage:
+        self.entity_calls.append((user_id, prefix, limit))
+        return EntityPage(entities=[CAROLINE])
+
+    def get_entity(self, user_id: str, name: str) -> EntityDetail | None:
+        self.entity_calls.append((user_id, name, 0))
+        return (
+            EntityDetail(**CAROLINE.model_dump(), mentioned_in=[], related=[]) if name == "Caroline" else None
+        )
 
 
 def call(client: FakeClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -132,3 +154,25 @@ def test_memory_status_is_the_tenants_document_state() -> None:
         "error": None,
         "chunks": 1,
     }
+
+
+def test_entities_lists_by_prefix_or_shows_one_of_the_servers_tenant() -> None:
+    client = FakeClient()
+
+    listed = call(client, "entities", {"prefix": "car", "limit": 5})
+    shown = call(client, "entities", {"name": "Caroline"})
+    missing = call(client, "entities", {"name": "Nobody"})
+
+    assert client.entity_calls == [("alice", "car", 5), ("alice", "Caroline", 0), ("alice", "Nobody", 0)]
+    assert [e["key"] for e in listed["entities"]] == ["caroline"]
+    assert shown["entity"]["name"] == "Caroline"
+    assert missing == {"entity": None, "entities": []}
+
+
+@pytest.mark.parametrize("arguments", [{"name": "!!!"}, {"prefix": " "}, {"limit": 0}])
+def test_entities_refuses_a_name_with_nothing_to_match(arguments: dict[str, Any]) -> None:
+    client = FakeClient()
+
+    with pytest.raises(ToolError, match="InvalidInput"):
+        call(client, "entities", arguments)
+    assert client.entity_calls == []
