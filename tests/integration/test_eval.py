@@ -54,7 +54,7 @@ def test_eval_ingests_a_beir_folder_then_reuses_it_and_prints_one_json_object(
     for method in (*evaluate.METHODS, *evaluate.ABLATION):
         latency = report.latency_ms[method]
         assert latency["p99"] >= latency["p95"] >= latency["p50"] > 0, method
-
+        assert len(report.latencies_default[method]) == 2, method  # again at top_k 10
     # And a second run with --reuse skips the ingest and prints the JSON object
     capsys.readouterr()
     assert main(["eval", str(folder), "--reuse", "--json"]) == 0
@@ -177,3 +177,4 @@ def test_eval_suite_runs_every_set_in_a_folder_and_prints_one_table(
     assert printed["table"]["engram"][f"{tenant}-beir"] == 1.0
     assert printed["table"]["bm25"][f"{tenant}-chat"] == 1.0
     assert printed["latency_ms"]["engram"]["p95"] >= printed["latency_ms"]["engram"]["p50"] > 0
+    assert printed["latency_top10_ms"]["vector"]["p50"] > 0
