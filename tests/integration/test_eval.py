@@ -28,7 +28,8 @@ def beir_folder(root: Path, name: str) -> Path:
     (folder / "qrels").mkdir(parents=True)
     (folder / "corpus.jsonl").write_text(
         "".join(
-            json.dumps({"_id": i, "title": t, "text": x, "metadata": {}}) + "\n"
+            # titles made unique per folder: another test makes Document titles a unique constraint
+            json.dumps({"_id": i, "title": f"{t} ({name})" if t else "", "text": x, "metadata": {}}) + "\n"
             for i, (t, x) in CORPUS.items()
         )
     )
