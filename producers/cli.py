@@ -156,9 +156,14 @@ def _parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=_keys_revoke)
 
     evaluation = commands.add_parser(
-        "eval", help="ingest a BEIR-layout set through the pipeline and measure search on it"
+        "eval", help="ingest a BEIR or LoCoMo set through the pipeline and measure search on it"
     )
-    evaluation.add_argument("dataset", type=Path, metavar="DATASET_DIR")
+    evaluation.add_argument(
+        "dataset", type=Path, nargs="?", metavar="DATASET", help="a BEIR folder or a LoCoMo JSON file"
+    )
+    evaluation.add_argument(
+        "--suite", type=Path, metavar="DIR", help="every set under DIR: one table, methods x sets"
+    )
     evaluation.add_argument(
         "--reuse", action="store_true", help="skip the ingest when the set's tenant already holds it"
     )
@@ -506,6 +511,10 @@ def _identifier(value: str, option: str = "--tenant") -> str:
 def _eval(args: argparse.Namespace) -> int:
     from producers.evaluate import main as evaluate
 
+    if (args.dataset is None) == (args.suite is None):
+        raise InvalidInput("engram eval takes one DATASET or --suite DIR")
+    if args.suite is not None:
+        return evaluate(args.suite, args.reuse, args.json, suite=True)
     return evaluate(args.dataset, args.reuse, args.json)
 
 

@@ -355,6 +355,11 @@ class SearchQuery(BaseModel):
         le=100_000,
         description="Results are cut to fit this many tokens, and returned as one `context` text too.",
     )
+    now: Moment | None = Field(
+        None,
+        description="The moment a time named in the query ('last year', 'in May') is read from; the "
+        "tenant's newest memory when absent.",
+    )
 
 
 class ScoreExplanation(BaseModel):
@@ -372,7 +377,7 @@ class ScoreExplanation(BaseModel):
     vector_rank: int | None = Field(None, description="Place among the candidates by similarity.")
     keyword_rank: int | None = Field(None, description="Place among candidates holding a query word.")
     fused: float = Field(description="The fused score of similarity and keyword score.")
-    nudges: dict[str, float] = Field(default_factory=dict, description="Importance, type, recency.")
+    nudges: dict[str, float] = Field(default_factory=dict, description="Importance, type, recency, time.")
     rerank: float | None = Field(None, description="The reranker's score, when one is configured.")
     score: float
 

@@ -149,8 +149,19 @@ class Settings(BaseSettings):
     search_fulltext_max_candidates: int = Field(
         4000, ge=1, description="Most fulltext matches read per search while oversampling."
     )
-    search_fusion: Literal["blend", "rrf"] = Field(
-        "blend", description="blend (similarity and keyword scores, by ratio) or rrf (weighted ranks)."
+    search_fusion: Literal["adaptive", "blend", "rrf"] = Field(
+        "adaptive",
+        description="adaptive (keyword weight per query from its rarest word), blend (similarity and "
+        "keyword scores, by ratio) or rrf (weighted ranks).",
+    )
+    search_keyword_weight_max: float = Field(
+        0.3, ge=0.0, le=1.0, description="adaptive: the keyword weight of a query whose rarest word is rare."
+    )
+    search_rarity_low: float = Field(
+        0.5, ge=0.0, le=1.0, description="adaptive: rarity (idf share) below which keywords get no weight."
+    )
+    search_rarity_high: float = Field(
+        0.8, ge=0.0, le=1.0, description="adaptive: rarity from which keywords get the full weight."
     )
     search_keyword_ratio: float = Field(
         0.3, ge=0.0, le=1.0, description="Share of the keyword score in the fused score (0: similarity only)."
@@ -165,6 +176,28 @@ class Settings(BaseSettings):
     )
     search_feedback_docs: int = Field(
         5, ge=1, le=50, description="Best memories of the first round fed back."
+    )
+    search_feedback_max_keyword_weight: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="The feedback round runs only for queries whose adaptive keyword weight is at most "
+        "this: a query of rare words (names, places) is found by them, and feedback drifts it.",
+    )
+    search_feedback_expand: bool = Field(
+        False,
+        description="The feedback round also asks the index for new candidates with the moved vector "
+        "(off: it re-scores the first round's candidates, one query less).",
+    )
+    search_time_weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Nudge for memories made within a time the query names ('in May 2023', 'last "
+        "year'); 0: off.",
+    )
+    search_time_slack_days: float = Field(
+        3.0, ge=0.0, description="Days after a named time that still count as within it (said later)."
     )
     search_stats_ttl_s: float = Field(
         30.0,

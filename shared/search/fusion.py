@@ -7,16 +7,22 @@ the tenant's statistics — whichever source found it, so fusion never guesses a
   the gaps, a configurable ratio): the cosine as it is, and the BM25 as its share of the most the
   query's words can give (every word, often, in a short memory).
 - ``rrf``: weighted reciprocal rank fusion over the two rankings (k = 60 by default).
+- ``adaptive`` (the default): a blend whose keyword side is the BM25 as a share of the best
+  candidate's, weighted per query by how rare the query's rarest word is in the tenant
+  (``rarity_weight``): a word few memories hold makes keyword evidence sharp (a name, a place),
+  common words leave the order to the cosine. It needs nothing but the tenant's statistics.
 - ``vector_only`` / ``keyword_only``: one signal, for comparison and for evaluation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from shared.search.bm25 import TermStats, bm25, bm25_ceiling
 from shared.search.records import Candidate, Fused
+from shared.search.text import stems
 
 
 def merge(lists: Iterable[Iterable[Candidate]]) -> list[Candidate]:
@@ -65,6 +71,37 @@ def blend(candidates: Sequence[Candidate], keyword_ratio: float) -> list[Fused]:
     query whose words match nothing well gives keyword evidence little say."""
     return [
         Fused(c, (1.0 - keyword_ratio) * c.semantic + keyword_ratio * (c.keyword_share or 0.0))
+        for c in candidates
+    ]
+
+
+def rarity(terms: Sequence[str], stats: TermStats) -> float:
+    """How rare the query's rarest word is in the tenant: its idf as a share of the idf of a word
+    no memory holds (1 = in no memory, about 0.85 = in one of 600, 0.5 = in 1% of them)."""
+    if not terms:
+        return 0.0
+    ceiling = math.log(1.0 + (max(stats.documents, 1) + 0.5) / 0.5)
+    return max(stats.idf(term) for term in stems(terms)) / ceiling
+
+
+def rarity_weight(rarity_of_query: float, most: float, low: float, high: float) -> float:
+    """The keyword side's weight: 0 up to rarity ``low``, rising linearly to ``most`` at ``high``."""
+    if high <= low:
+        return most if rarity_of_query >= high else 0.0
+    return most * min(max((rarity_of_query - low) / (high - low), 0.0), 1.0)
+
+
+def adaptive(candidates: Sequence[Candidate], keyword_weight: float) -> list[Fused]:
+    """(1 - w) * cosine + w * BM25 / the best candidate's BM25: the cosine as it is (the feedback
+    cosine, when there is one), the keyword score relative to the query's best match, and ``w``
+    the query's own (``rarity_weight``)."""
+    best = max((c.keyword or 0.0 for c in candidates), default=0.0)
+    return [
+        Fused(
+            c,
+            (1.0 - keyword_weight) * c.semantic
+            + keyword_weight * ((c.keyword or 0.0) / best if best > 0 else 0.0),
+        )
         for c in candidates
     ]
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from shared.search.records import Fused, Ranked
+from shared.search.timeframe import Timeframe
 from shared.settings import Settings
 
 Preset = Literal["additive", "seed004"]
@@ -35,9 +36,15 @@ class RankingPolicy:
     recency_half_life_days: float = 30.0
     type_weights: Mapping[str, float] = field(default_factory=dict)
     one_per_document: bool = False
+    window: Timeframe | None = None
+    """The time the query names: memories made within it get ``time_weight``."""
+    time_weight: float = 0.0
+    time_slack: timedelta = timedelta(0)
 
     @classmethod
-    def from_settings(cls, s: Settings, threshold: float | None) -> RankingPolicy:
+    def from_settings(
+        cls, s: Settings, threshold: float | None, window: Timeframe | None = None
+    ) -> RankingPolicy:
         return cls(
             threshold=threshold,
             type_thresholds=s.search_type_thresholds,
@@ -47,6 +54,9 @@ class RankingPolicy:
             recency_half_life_days=s.search_recency_half_life_days,
             type_weights=s.search_memory_type_weights,
             one_per_document=s.search_one_per_document,
+            window=window,
+            time_weight=s.search_time_weight,
+            time_slack=timedelta(days=s.search_time_slack_days),
         )
 
     def passes(self, similarity: float, memory_type: str) -> bool:
@@ -73,6 +83,12 @@ def _additive(item: Fused, policy: RankingPolicy, now: datetime) -> tuple[float,
         )
     if hit.memory_type in policy.type_weights:
         nudges["memory_type"] = policy.type_weights[hit.memory_type]
+    if (
+        policy.window is not None
+        and policy.time_weight
+        and policy.window.holds(hit.created_at, policy.time_slack)
+    ):
+        nudges["time"] = policy.time_weight
     return item.fused + sum(nudges.values()), nudges
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.models import Memory
@@ -45,7 +45,7 @@ class Hit:
             session_id=row.get("session_id"),
             project_id=row.get("project_id"),
             tags=tuple(row.get("tags") or ()),
-            created_at=row.get("created_at") if isinstance(row.get("created_at"), datetime) else None,
+            created_at=_moment(row),
         )
 
     @classmethod
@@ -65,6 +65,14 @@ class Hit:
             tags=tuple(memory.tags),
             created_at=memory.created_at,
         )
+
+
+def _moment(row: dict[str, Any]) -> datetime | None:
+    """A row's ``created_at``: a datetime, or epoch microseconds (``created_at_us``)."""
+    if isinstance(row.get("created_at"), datetime):
+        return row["created_at"]  # type: ignore[no-any-return]
+    micros = row.get("created_at_us")
+    return None if micros is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Literal
 
@@ -36,6 +37,7 @@ from shared.search.sources import (
     TenantStats,
 )
 from shared.search.text import query_terms
+from shared.search.timeframe import Timeframe, timeframe
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,9 +64,12 @@ class QueryEmbeddingCache:
         return vector
 
 
-def fuse(method: SearchMethod, candidates: Sequence[Candidate], s: Settings) -> list[Fused]:
-    """The fused scores of one method. ``engram`` is the configured fusion; the others are fixed
-    baselines (engram eval compares them), never tuned per query."""
+def fuse(
+    method: SearchMethod, candidates: Sequence[Candidate], s: Settings, keyword_weight: float = 0.0
+) -> list[Fused]:
+    """The fused scores of one method. ``engram`` is the configured fusion (``keyword_weight``:
+    the query's own, for ``adaptive``); the others are fixed baselines (engram eval compares
+    them), never tuned per query."""
     if method == "vector":
         return fusion.vector_only(candidates)
     if method == "bm25":
@@ -73,7 +78,9 @@ def fuse(method: SearchMethod, candidates: Sequence[Candidate], s: Settings) -> 
         return fusion.rrf(candidates, k=60, keyword_weight=0.5)
     if method == "weighted_rrf" or s.search_fusion == "rrf":
         return fusion.rrf(candidates, k=s.search_rrf_k, keyword_weight=s.search_keyword_ratio)
-    return fusion.blend(candidates, s.search_keyword_ratio)  # engram, blend
+    if method == "blend" or s.search_fusion == "blend":
+        return fusion.blend(candidates, s.search_keyword_ratio)
+    return fusion.adaptive(candidates, keyword_weight)  # engram
 
 
 class Searcher:
@@ -105,6 +112,7 @@ class Searcher:
         self._model_checked_until = 0.0
         self._reranker = reranker if reranker is not None else _reranker(s)
         self._judge = judge if judge is not None else _judge(s)
+        self._reads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search-read")
         self._expanders = list(expanders) if expanders is not None else graph_expanders(store, s)
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
@@ -141,8 +149,9 @@ class Searcher:
             source, degraded = "qdrant", "neo4j unavailable"
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
-        policy = RankingPolicy.from_settings(s, threshold)
-        fused = fuse(method, candidates, s)
+        policy = RankingPolicy.from_settings(s, threshold, self._timeframe(request, method))
+        weight = self.keyword_weight(query, method)
+        fused = fuse(method, candidates, s, weight)
         if method == "engram" and source == "neo4j":  # the graph's re-scorers (graph_sources.py)
             for expander in self._expanders:
                 fused = expander.rescore(query, fused)
@@ -174,20 +183,52 @@ class Searcher:
         """Every source the method reads, merged, each candidate with its keyword score and its
         places by similarity and by keyword score."""
         self._check_model()
-        lists = []
-        if method != "bm25":
-            lists.append(self._vector.candidates(query))
-        if method != "vector":
-            lists.append(self._fulltext.candidates(query))
+        # The sources and the tenant's keyword statistics are independent reads: asked at once,
+        # a hybrid search waits for the slowest of them rather than for their sum.
+        wanted = ((self._vector, method != "bm25"), (self._fulltext, method != "vector"))
+        keywords = method != "vector" and bool(query.terms)
+        stats = self._reads.submit(self.term_stats, query) if keywords else None
+        lists = list(self._reads.map(lambda source: source.candidates(query), [s for s, on in wanted if on]))
         merged = fusion.merge(lists)
         if method == "engram":  # the graph's sources the settings switch on (graph_sources.py)
             merged = fusion.merge([merged, *[e.expand(query, merged) for e in self._expanders]])
-        if method != "vector" and query.terms:
-            merged = fusion.with_keywords(merged, query.terms, self.term_stats(query))
+        if stats is not None:
+            merged = fusion.with_keywords(merged, query.terms, stats.result())
         merged = fusion.with_ranks(merged)
-        if method == "engram" and self._settings.search_feedback_weight > 0 and merged:
+        if method == "engram" and self._feedback_on(query) and merged:
             merged = self._feedback(query, merged)
         return merged
+
+    def keyword_weight(self, query: Query, method: SearchMethod) -> float:
+        """The adaptive fusion's keyword weight for this query: from how rare its rarest word is
+        among the tenant's memories (the statistics the keyword scores used, cached)."""
+        s = self._settings
+        if method not in ("engram", "blend", "weighted_rrf") or not query.terms:
+            return 0.0
+        rarity = fusion.rarity(query.terms, self.term_stats(query))
+        return fusion.rarity_weight(
+            rarity, s.search_keyword_weight_max, s.search_rarity_low, s.search_rarity_high
+        )
+
+    def _feedback_on(self, query: Query) -> bool:
+        """Feedback for a query of common words only (its keyword weight low): one of rare words
+        is found by them, and moving its vector toward its first results drifts it."""
+        s = self._settings
+        return s.search_feedback_weight > 0 and (
+            self.keyword_weight(query, "engram") <= s.search_feedback_max_keyword_weight
+        )
+
+    def _timeframe(self, request: SearchRequest, method: SearchMethod) -> Timeframe | None:
+        """The time the query names, read relative to the request's ``now``, else to the tenant's
+        newest memory (asked only when the query names a time). Engram's own search only: the
+        baselines stay fixed."""
+        if method != "engram" or not self._settings.search_time_weight:
+            return None
+        named = timeframe(request.query, request.now or utc_now())
+        if named is None or request.now is not None:
+            return named
+        newest = self._store.newest_memory(request.user_id)
+        return named if newest is None else timeframe(request.query, newest)
 
     def _feedback(self, query: Query, first: list[Candidate]) -> list[Candidate]:
         """Pseudo-relevance feedback (Rocchio): the query vector is moved toward the vectors of
@@ -195,12 +236,13 @@ class Searcher:
         candidate of both rounds then carries its cosine with the moved vector, which fusion
         reads, beside its true similarity to the query, which thresholds and explanations read."""
         s = self._settings
-        fused = sorted(fuse("engram", first, s), key=lambda f: (-f.fused, f.candidate.hit.id))
+        weight = self.keyword_weight(query, "engram")
+        fused = sorted(fuse("engram", first, s, weight), key=lambda f: (-f.fused, f.candidate.hit.id))
         best = [f.candidate.hit.id for f in fused[: s.search_feedback_docs]]
         moved = fusion.feedback_vector(
             query.vector, self._store.embeddings(query.user_id, best), s.search_feedback_weight
         )
-        second = self._vector.candidates(replace(query, vector=moved))
+        second = self._vector.candidates(replace(query, vector=moved)) if s.search_feedback_expand else []
         merged = fusion.merge([first, second])
         scores = self._store.two_scores(query.user_id, [c.hit.id for c in merged], query.vector, moved)
         rescored = [
@@ -247,7 +289,8 @@ class Searcher:
             follow = replace(
                 query, text=text, vector=self._queries.embed(text).tolist(), terms=query_terms(text)
             )
-            fused = fuse("engram", self.candidates(follow, "engram"), self._settings)
+            weight = self.keyword_weight(follow, "engram")
+            fused = fuse("engram", self.candidates(follow, "engram"), self._settings, weight)
             rounds.append(rank(fused, policy, len(ranked), utc_now()))
         return fuse_rounds(rounds, self._settings.search_rrf_k)[: len(ranked)], verdict.queries
 

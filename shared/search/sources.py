@@ -11,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -78,6 +79,8 @@ class SearchStore(Protocol):
     def term_frequencies(self, user_id: str, queries: Mapping[str, str], cap: int) -> dict[str, int]: ...
 
     def tenant_stats(self, user_id: str) -> tuple[int, float]: ...
+
+    def newest_memory(self, user_id: str) -> datetime | None: ...
 
     def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]: ...
 

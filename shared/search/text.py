@@ -72,7 +72,8 @@ STOP_WORDS = frozenset(
 
 def tokens(text: str) -> list[str]:
     """The words of a text, lower-cased, in order, without a possessive ``'s``."""
-    return [_POSSESSIVE.sub("", token.lower()) for token in _TOKEN.findall(text)]
+    words = [token.lower() for token in _TOKEN.findall(text)]
+    return [_POSSESSIVE.sub("", word) if "'" in word or "\u2019" in word else word for word in words]
 
 
 _STEMMER = snowballstemmer.stemmer("porter")

@@ -69,9 +69,15 @@ SCHEMA_MADE_MEANWHILE = frozenset(
 Row = dict[str, Any]
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _native(value: Any) -> Any:
     """Neo4j temporal values become Python datetimes and nodes maps of their properties, also
-    inside maps and lists; a list of numbers (an embedding) is returned as it is, unwalked."""
+    inside maps and lists; a list of numbers (an embedding) is returned as it is, unwalked. Plain
+    values first: the abstract isinstance checks cost a search's rows a fifth of its time."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, dict | Node):
         return {key: _native(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -642,6 +648,11 @@ class Neo4jStore:
         """(Memories the tenant holds, their mean token count)."""
         row = self._read(sq.TENANT_STATS, user_id=user_id)[0]
         return int(row["documents"] or 0), float(row["average_length"] or 0.0)
+
+    def newest_memory(self, user_id: str) -> datetime | None:
+        """When the tenant's newest memory was made (none when it holds none)."""
+        newest = self._read(sq.NEWEST_MEMORY, user_id=user_id)[0]["newest"]
+        return newest if isinstance(newest, datetime) else None
 
     def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
         return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]

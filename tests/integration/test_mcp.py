@@ -65,7 +65,7 @@ async def _session_scenario(tenant: str) -> dict[str, Any]:
 def test_an_agent_remembers_and_finds_through_the_queues(workers: Workers, tenant: str) -> None:
     seen = asyncio.run(_session_scenario(tenant))
 
-    # The agent sees the four tools; both turns went through the pipeline
+    # The agent sees the tools (the graph's entities too); both turns went through the pipeline
     assert seen["tools"] == ["entities", "memory_status", "remember", "search_memory"]
     assert seen["states"] == ["done", "done"]
 

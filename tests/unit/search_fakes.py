@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ class Stored:
     importance: float = 0.5
     content_hash: str | None = None
     status: str = "active"
+    created_at: datetime | None = None
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -46,6 +48,7 @@ class Stored:
             "session_id": self.session_id,
             "project_id": self.project_id,
             "tags": self.tags,
+            "created_at": self.created_at,
         }
 
 
@@ -116,6 +119,11 @@ class FakeSearchStore:
     def tenant_stats(self, user_id: str) -> tuple[int, float]:
         own = [len(tokens(m.content)) for m in self.memories if m.user_id == user_id]
         return len(own), (sum(own) / len(own) if own else 0.0)
+
+    def newest_memory(self, user_id: str) -> datetime | None:
+        return max(
+            (m.created_at for m in self.memories if m.user_id == user_id and m.created_at), default=None
+        )
 
     def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
         return [list(m.vector) for m in self.memories if m.id in ids and m.user_id == user_id]

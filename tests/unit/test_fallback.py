@@ -81,6 +81,9 @@ class DownGraph:
     def tenant_stats(self, user_id: str) -> tuple[int, float]:
         return self._down()  # type: ignore[no-any-return]
 
+    def newest_memory(self, user_id: str) -> Any:
+        return self._down()
+
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         return self._down()  # type: ignore[no-any-return]
 
@@ -122,6 +125,9 @@ class UpGraph(DownGraph):
 
     def tenant_stats(self, user_id: str) -> tuple[int, float]:
         return len(self.rows), 3.0
+
+    def newest_memory(self, user_id: str) -> Any:
+        return None
 
 
 class FakeQdrant:

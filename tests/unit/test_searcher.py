@@ -4,6 +4,7 @@ data never moving another's scores, neighbours, budgets and the baseline methods
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -158,10 +159,12 @@ def test_either_ranking_preset_explains_its_nudges(preset: str) -> None:
     assert explanation is not None and "importance" in explanation.nudges
 
 
-def test_engram_feeds_the_first_rounds_best_back_and_blend_does_not() -> None:
+def test_engram_feeds_the_first_rounds_best_back_for_common_words_and_blend_does_not() -> None:
     store = FakeSearchStore(small_tenant())
 
-    engram = search(store, top_k=3)
+    engram = search(store, top_k=3)  # "otter river": words most of the tenant's memories hold
+    rare = search(store, query="otter zebra", top_k=3)  # a word none holds: keyword weight 0.3
+    assert all(r.explanation and r.explanation.feedback_similarity is None for r in rare.results)
     blend = search(store, top_k=3, method="blend")
 
     assert all(r.explanation and r.explanation.feedback_similarity is not None for r in engram.results)
@@ -181,3 +184,45 @@ def test_status_is_a_filter_on_both_sides() -> None:
         active = search(store, method=method, top_k=5, filters={"statuses": ["active"]})
         assert [r.id for r in archived.results] == ["s0"], method
         assert "s0" not in [r.id for r in active.results], method
+
+
+def dated_tenant() -> list[Stored]:
+    said = [
+        ("d0", "the otter swam in the river", datetime(2022, 7, 2, tzinfo=UTC)),
+        ("d1", "an otter slept by the river", datetime(2023, 5, 10, tzinfo=UTC)),
+        ("d2", "river otter pups were born", datetime(2023, 9, 1, tzinfo=UTC)),
+    ]
+    return [stored(i, "small", text, created_at=at) for i, text, at in said]
+
+
+def nudged(response: SearchResponse) -> dict[str, float]:
+    return {r.id: r.explanation.nudges.get("time", 0.0) for r in response.results if r.explanation}
+
+
+def test_a_time_the_query_names_nudges_the_memories_made_then() -> None:
+    store = FakeSearchStore(dated_tenant())
+
+    answer = search(store, query="otter in May 2023", top_k=3)
+
+    assert nudged(answer) == {"d0": 0.0, "d1": 0.2, "d2": 0.0}
+    (d1,) = [r.explanation for r in answer.results if r.id == "d1"]
+    assert d1 is not None and d1.score == pytest.approx(d1.fused + 0.2)
+
+
+def test_a_relative_time_is_read_from_the_tenants_newest_memory_or_the_now_given() -> None:
+    store = FakeSearchStore(dated_tenant())
+
+    # newest memory: September 2023, so "last year" is 2022
+    assert nudged(search(store, query="otter river last year", top_k=3))["d0"] == 0.2
+    # a now given with the search: in 2024, "last year" is 2023
+    given = search(store, query="otter river last year", top_k=3, now="2024-02-01T00:00:00Z")
+    assert nudged(given) == {"d0": 0.0, "d1": 0.2, "d2": 0.2}
+
+
+def test_the_baselines_and_a_zero_weight_leave_time_alone() -> None:
+    store = FakeSearchStore(dated_tenant())
+
+    for method in ("vector", "bm25", "rrf", "blend"):
+        assert set(nudged(search(store, query="otter in May 2023", top_k=3, method=method)).values()) == {0.0}
+    off = search(store, settings(search_time_weight=0.0), query="otter in May 2023", top_k=3)
+    assert set(nudged(off).values()) == {0.0}

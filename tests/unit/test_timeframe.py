@@ -1,0 +1,105 @@
+"""Time named in a query, read by dateparser, as a window on created_at; adaptive fusion's weight."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.search import fusion
+from shared.search.bm25 import TermStats
+from shared.search.records import Candidate, Hit
+from shared.search.text import query_terms
+from shared.search.timeframe import Timeframe, timeframe
+
+NOW = datetime(2023, 10, 20, 15, 30, tzinfo=UTC)
+
+
+def day(y: int, m: int, d: int) -> datetime:
+    return datetime(y, m, d, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did Caroline do in May 2023?", day(2023, 5, 1), day(2023, 6, 1)),
+        ("Who did Maria have dinner with on May 3, 2023?", day(2023, 5, 3), day(2023, 5, 4)),
+        ("What painting did Melanie show on 13 October, 2023?", day(2023, 10, 13), day(2023, 10, 14)),
+        ("Where did John go on a road trip last year?", day(2022, 1, 1), day(2023, 1, 1)),
+        ("What did Joanna write yesterday?", day(2023, 10, 19), day(2023, 10, 20)),
+        ("Did Melanie paint a sunrise in 2022?", day(2022, 1, 1), day(2023, 1, 1)),
+        ("What did Mel do before June?", None, day(2023, 6, 1)),
+        ("What has he cooked since March 2023?", day(2023, 3, 1), None),
+        ("What did she plan after 4 July 2023?", day(2023, 7, 5), None),
+    ],
+)
+def test_a_named_time_is_the_whole_day_month_or_year_it_names(
+    query: str, start: datetime | None, end: datetime | None
+) -> None:
+    found = timeframe(query, NOW)
+
+    assert found is not None and (found.start, found.end) == (start, end), found
+
+
+def test_relative_times_are_read_from_the_now_given() -> None:
+    earlier = timeframe("what happened last year", datetime(2020, 3, 1, tzinfo=UTC))
+
+    assert earlier is not None and (earlier.start, earlier.end) == (day(2019, 1, 1), day(2020, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "When did Caroline go to the LGBTQ support group?",
+        "How long ago was Caroline's 18th birthday?",
+        "what are the 10 best otter facts",
+        "",
+    ],
+)
+def test_no_time_is_read_where_none_is_named(query: str) -> None:
+    assert timeframe(query, NOW) is None
+
+
+def test_a_window_holds_its_moments_and_slack_after_its_end() -> None:
+    may = Timeframe("in May", day(2023, 5, 1), day(2023, 6, 1))
+
+    assert may.holds(day(2023, 5, 31)) and not may.holds(day(2023, 6, 1))
+    assert may.holds(day(2023, 6, 2), slack=timedelta(days=3)) and not may.holds(day(2023, 4, 30))
+    assert not may.holds(None)
+    assert Timeframe("before June", None, day(2023, 6, 1)).holds(day(1999, 1, 1))
+
+
+def stats(documents: int, frequencies: dict[str, int]) -> TermStats:
+    return TermStats(documents, 10.0, frequencies)
+
+
+def test_rarity_is_the_rarest_words_idf_as_a_share_of_an_unheld_words() -> None:
+    s = stats(600, {"carolin": 300, "lgbtq": 1, "group": 20})
+
+    assert fusion.rarity(query_terms("Caroline LGBTQ group"), s) == pytest.approx(
+        s.idf("lgbtq") / s.idf("never-held")
+    )
+    assert fusion.rarity(query_terms("Caroline"), s) < 0.2
+    assert fusion.rarity([], s) == 0.0
+
+
+def test_the_keyword_weight_rises_from_nothing_to_its_most_between_two_rarities() -> None:
+    assert fusion.rarity_weight(0.4, 0.3, 0.5, 0.8) == 0.0
+    assert fusion.rarity_weight(0.65, 0.3, 0.5, 0.8) == pytest.approx(0.15)
+    assert fusion.rarity_weight(0.95, 0.3, 0.5, 0.8) == pytest.approx(0.3)
+    assert fusion.rarity_weight(0.8, 0.3, 0.8, 0.8) == 0.3
+
+
+def test_adaptive_fusion_reads_bm25_relative_to_the_best_candidates() -> None:
+    def candidate(name: str, similarity: float, keyword: float | None) -> Candidate:
+        return Candidate(Hit(name, name, name, 0), similarity, keyword=keyword)
+
+    fused = {
+        f.candidate.hit.id: f.fused
+        for f in fusion.adaptive(
+            [candidate("a", 0.5, 8.0), candidate("b", 0.7, 2.0), candidate("c", 0.6, None)], 0.25
+        )
+    }
+
+    assert fused == pytest.approx({"a": 0.75 * 0.5 + 0.25, "b": 0.75 * 0.7 + 0.25 * 0.25, "c": 0.75 * 0.6})
+    assert [f.fused for f in fusion.adaptive([candidate("d", 0.4, None)], 0.3)] == pytest.approx([0.28])
