@@ -117,6 +117,7 @@ class Neo4jStore:
         self._graph = graph
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
+        self._graph_schema_ready = False
         self._schema_lock = threading.Lock()
         self._retry_base_s = 5
         self._retry_cap_s = settings.reconcile_interval_s * 4
@@ -346,6 +347,13 @@ class Neo4jStore:
     def derive_graph(self, ids: Sequence[str]) -> int:
         """Derives sessions, turn order and entities for these Memories from their own fields, as
         a write does (idempotent): Memories written before the graph existed, or restored."""
+        if not self._graph_schema_ready:
+            # Before the first entity is merged: without the uniqueness constraints, two writers
+            # (a backfill beside a worker of the earlier version) could each make one Entity of
+            # the same id, and the constraint could then never be made (every search failing).
+            for statement in gq.GRAPH_SCHEMA:
+                self._schema(statement)
+            self._graph_schema_ready = True
         rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids))
         sources = [GraphSource(r["id"], r["user_id"], r["content"] or "") for r in rows]
         entity_rows = self.graph.entity_rows(sources)

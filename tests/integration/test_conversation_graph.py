@@ -168,6 +168,9 @@ def test_the_cli_shows_entities_and_backfills_the_graph(
         u=tenant,
     )
     cypher(neo4j_driver, "MATCH (e:Entity {user_id: $u}) DETACH DELETE e", u=tenant)
+    # and without the graph's uniqueness rules, which a store of the earlier version lacks
+    for rule in ("entity_id", "session_id"):
+        cypher(neo4j_driver, f"DROP CONSTRAINT {rule} IF EXISTS")
 
     def engram(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([ENGRAM, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -180,7 +183,11 @@ def test_the_cli_shows_entities_and_backfills_the_graph(
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"memories": 3}
 
-    # Then the entities are back, and the CLI lists and shows them
+    # Then the backfill made the uniqueness rules before its first entity (two writers could
+    # otherwise each make one Entity of an id, and the rule could never be made after)
+    rules = {row["name"] for row in cypher(neo4j_driver, "SHOW CONSTRAINTS YIELD name RETURN name")}
+    assert {"entity_id", "session_id"} <= rules
+    # And the entities are back, and the CLI lists and shows them
     listed = engram("entities", "list", "--user", tenant, "--json")
     assert listed.returncode == 0, listed.stderr
     assert {e["key"] for e in json.loads(listed.stdout)["entities"]} >= {"caroline", "melanie", "lgbtq"}
