@@ -88,6 +88,18 @@ class Workers:
         self.stop(name)
         self.start(name, **env)
 
+    def revive(self) -> list[str]:
+        """Starts again every worker that has exited (as supervisord does); returns their names.
+
+        A Celery worker exits when Redis refuses the acknowledgement of a message (kombu treats
+        it as unrecoverable, and the message goes back to its queue): tests that fill Redis are
+        this worker's supervisor."""
+        dead = [name for name, process in self._processes.items() if process.poll() is not None]
+        for name in dead:
+            self._processes.pop(name)
+            self.start(name)
+        return dead
+
     def stop_all(self) -> None:
         for name in list(self._processes):
             self.stop(name)
