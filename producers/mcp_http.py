@@ -128,6 +128,7 @@ def build_app(
         stateless_http=True,
         json_response=True,
         streamable_http_path=PATH,
+        max_request_body_size=settings.max_request_bytes,
         # The Host is checked by KeyGuard against ENGRAM_ALLOWED_HOSTS, as the HTTP app checks it.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
