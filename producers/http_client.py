@@ -16,6 +16,9 @@ An answer that means "not now" (429, 503) is retried a few times, waiting what i
 asks (``shared.retry.HttpRetry``); any other error answer raises an ``EngramHTTPError`` of its
 status (``NotFound``, ``Unauthorized``, ``InvalidRequest``, ...) carrying the status, the
 ``detail`` line, each invalid field (``errors``) and, for a 503, the ``service`` that is down.
+A document or search the models refuse raises pydantic's ``ValidationError`` before anything is
+sent; a connection that fails raises httpx's own ``TransportError`` (not retried: the request may
+have been taken).
 
 Importing this module loads httpx and pydantic and the models, never Celery, the Neo4j driver,
 Redis or onnxruntime: an app installs ``engram[client]`` and talks to a served Engram.
