@@ -23,16 +23,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    StrictBool,
-    Tag,
-    ValidationError,
-)
+from pydantic import Discriminator, Tag, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
@@ -41,9 +32,10 @@ from producers import admin, health
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
-from producers.edge import BodyGuard, Problem, ProblemItem, one_value_each, problem_body
+from producers.edge import BodyGuard, one_value_each, problem_body
 from producers.entities_api import router as entities_router
 from producers.searches import Searches
+from shared.api_models import DeleteWhere, DocumentBatch, DocumentList, Problem, ProblemItem
 from shared.auth import Authenticator, Caller
 from shared.errors import (
     DocumentTooLarge,
@@ -80,26 +72,6 @@ DocumentIdPath = Annotated[Identifier, Path(description="The document's id withi
 MemoryIdPath = Annotated[uuid.UUID, Path(description="The memory's id.")]
 # The tenant in a query string: optional, since the key decides it (an admin key must name it).
 TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
-
-
-def _at_most_a_batch(value: Any) -> Any:
-    """Counts the documents before any is validated: the cost of a request is bounded by
-    ENGRAM_MAX_BATCH_DOCUMENTS, never by how many errors a million bad items would make."""
-    limit = get_settings().max_batch_documents
-    if isinstance(value, list) and len(value) > limit:
-        raise ValueError(
-            f"{len(value)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
-        )
-    return value
-
-
-DocumentList = Annotated[list[DocumentBody], BeforeValidator(_at_most_a_batch), Field(min_length=1)]
-
-
-class DocumentBatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    documents: DocumentList
 
 
 @lru_cache(maxsize=1)
@@ -462,26 +434,6 @@ async def delete_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: Tenant
     if result.memories == 0:
         raise HTTPException(status_code=404, detail=f"no memory {str(memory_id)!r} for user {user_id!r}")
     return result
-
-
-def _names_a_filter_or_everything(schema: dict[str, Any]) -> None:
-    """The rule of ``delete_where`` in the OpenAPI document: a filter with a value, or everything."""
-    some_filter = [
-        {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
-        for name in SearchFilters.model_fields
-    ]
-    schema["anyOf"] = [
-        {"required": ["everything"], "properties": {"everything": {"const": True}}},
-        {"required": ["filters"], "properties": {"filters": {"anyOf": some_filter}}},
-    ]
-
-
-class DeleteWhere(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_names_a_filter_or_everything)
-
-    user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
-    filters: SearchFilters = Field(default_factory=SearchFilters)
-    everything: StrictBool = Field(False, description="Required to delete all of the tenant's memories.")
 
 
 @app.post("/api/memories/delete", response_model=DeleteResult)

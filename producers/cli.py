@@ -170,8 +170,15 @@ def _parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true", help="print one JSON object")
     evaluation.set_defaults(run=_eval)
 
-    mcp = commands.add_parser("mcp", help="an MCP server on stdio for agents: remember, search_memory")
-    mcp.add_argument("--user", dest="user_id", required=True, help="the tenant the agent's memory is")
+    mcp = commands.add_parser(
+        "mcp", help="an MCP server for agents (stdio, or --http): remember, recall, forget"
+    )
+    mcp.add_argument(
+        "--user", dest="user_id", help="the tenant the agent's memory is (over HTTP: the API key's)"
+    )
+    mcp.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp, not stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8765, help="with --http (default 8765)")
     mcp.set_defaults(run=_mcp)
 
     register_graph_commands(commands)
@@ -186,9 +193,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from producers.mcp_server import serve
+    if not args.http:
+        from producers.mcp_server import serve
 
-    serve(_identifier(args.user_id, "--user"))
+        if args.user_id is None:
+            raise InvalidInput("engram mcp on stdio needs --user (the tenant the agent's memory is)")
+        serve(_identifier(args.user_id, "--user"))
+        return 0
+    from producers.mcp_http import serve as serve_http
+
+    settings = get_settings()
+    if settings.auth_mode == "local":
+        if not is_loopback(args.host):
+            raise ConfigurationError(f"ENGRAM_AUTH_MODE=local serves without API keys, so not on {args.host}")
+        if args.user_id is None:
+            raise InvalidInput("ENGRAM_AUTH_MODE=local has no keys to name the tenant: give --user")
+    elif args.user_id is not None:
+        raise InvalidInput("over HTTP each request's API key decides the tenant: drop --user")
+    user = None if args.user_id is None else _identifier(args.user_id, "--user")
+    serve_http(settings, args.host, args.port, user)
     return 0
 
 

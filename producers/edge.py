@@ -23,26 +23,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-
-class ProblemItem(BaseModel):
-    """One thing wrong with a request: where (``loc``, as FastAPI names it) and what."""
-
-    loc: list[str | int] = Field(description='Where, e.g. ["body", "documents", 0, "text"].')
-    msg: str
-    type: str
-
-
-class Problem(BaseModel):
-    """The body of every error answer, whatever the status."""
-
-    detail: str = Field(description="What went wrong, in one line.")
-    errors: list[ProblemItem] = Field(
-        default_factory=list, description="Each invalid field, for a 422 of validation."
-    )
-    service: str | None = Field(None, description="The service that is down, for a 503.")
+from shared.api_models import Problem, ProblemItem
 
 
 def problem_body(detail: str, errors: list[ProblemItem] | None = None, service: str | None = None) -> bytes:

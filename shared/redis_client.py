@@ -66,6 +66,10 @@ class Credentials(CredentialProvider):
             return self._username, self._secret.get_secret_value()
         return (self._secret.get_secret_value(),)
 
+    async def get_credentials_async(self) -> tuple[str] | tuple[str, str]:
+        # redis-py's default logs a warning at every connection of an asyncio client.
+        return self.get_credentials()
+
     def __repr__(self) -> str:
         return f"Credentials(username={self._username!r}, password='**********')"
 

@@ -66,7 +66,7 @@ def test_an_agent_remembers_and_finds_through_the_queues(workers: Workers, tenan
     seen = asyncio.run(_session_scenario(tenant))
 
     # The agent sees the tools (the graph's entities too); both turns went through the pipeline
-    assert seen["tools"] == ["entities", "memory_status", "remember", "search_memory"]
+    assert seen["tools"] == ["entities", "forget", "memory_status", "recall", "remember", "search_memory"]
     assert seen["states"] == ["done", "done"]
 
     # The search finds the hiking turn (words in other forms: "hiking", "Maya's") with a context text

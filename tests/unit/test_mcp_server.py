@@ -13,6 +13,7 @@ from producers.mcp_server import build_server
 from shared.errors import SearchTimeout
 from shared.graph.models import EntityDetail, EntityPage, EntitySummary
 from shared.models import (
+    DeleteResult,
     DocumentIn,
     DocumentStatus,
     IngestAccepted,
@@ -31,6 +32,7 @@ class FakeClient:
         self.results = results or []
         self.fail = fail
         self.entity_calls: list[tuple[str, str | None, int]] = []
+        self.deleted: list[tuple[str, str]] = []
 
     def ingest(self, documents: Sequence[DocumentIn]) -> IngestAccepted:
         self.documents.extend(documents)
@@ -74,9 +76,16 @@ class FakeClient:
             EntityDetail(**CAROLINE.model_dump(), mentioned_in=[], related=[]) if name == "Caroline" else None
         )
 
+    def delete_document(self, user_id: str, document_id: str) -> DeleteResult:
+        self.deleted.append((user_id, document_id))
+        found = document_id == "d1"
+        return DeleteResult(
+            version=9, memories=2 if found else 0, documents=int(found), qdrant_confirmed=found
+        )
 
-def call(client: FakeClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = asyncio.run(build_server(client, "alice").call_tool(tool, arguments))
+
+def call(client: FakeClient, tool: str, arguments: dict[str, Any], server: Any = None) -> dict[str, Any]:
+    result = asyncio.run((server or build_server(client, "alice")).call_tool(tool, arguments))
     assert isinstance(result, tuple)
     structured: dict[str, Any] = result[1]
     return structured
@@ -176,3 +185,39 @@ def test_entities_refuses_a_name_with_nothing_to_match(arguments: dict[str, Any]
     with pytest.raises(ToolError, match="InvalidInput"):
         call(client, "entities", arguments)
     assert client.entity_calls == []
+
+
+def test_recall_is_the_search_with_a_token_budget() -> None:
+    client = FakeClient()
+
+    call(client, "recall", {"query": "when did we hike", "token_budget": 300})
+
+    (request,) = client.requests
+    assert (request.user_id, request.query, request.token_budget) == ("alice", "when did we hike", 300)
+
+
+def test_forget_deletes_the_tenants_document_and_says_when_there_is_none() -> None:
+    client = FakeClient()
+
+    forgotten = call(client, "forget", {"document_id": "d1"})
+    with pytest.raises(ToolError, match="InvalidInput: no memory with document_id 'nope'"):
+        call(client, "forget", {"document_id": "nope"})
+
+    assert forgotten == {"document_id": "d1", "memories": 2, "backup_confirmed": True}
+    assert client.deleted == [("alice", "d1"), ("alice", "nope")]
+
+
+def test_the_tenant_may_be_found_per_call() -> None:
+    client = FakeClient()
+    asked: list[object] = []
+
+    def tenant_of(ctx: object) -> str:
+        asked.append(ctx)
+        return f"bob-{len(asked)}"
+
+    server = build_server(client, tenant_of)
+    call(client, "remember", {"text": "A note."}, server)
+    call(client, "forget", {"document_id": "d1"}, server)
+
+    assert [d.user_id for d in client.documents] == ["bob-1"]
+    assert client.deleted == [("bob-2", "d1")]

@@ -1,0 +1,178 @@
+"""The MCP server over streamable HTTP (the ``mcp`` SDK's own transport), for agents elsewhere:
+
+    engram mcp --http --host 127.0.0.1 --port 8765     # then http://127.0.0.1:8765/mcp
+
+Every request carries an API key, as on the HTTP app (``Authorization: Bearer <key>`` or
+``X-API-Key: <key>``), and the key decides the tenant of every tool call that request makes: a
+tenant key acts for its own tenant only; an admin key is refused (403), since an agent's memory is
+one tenant's. No key or a wrong one is a 401 before the MCP server sees the request; the Host must
+be one of ``ENGRAM_ALLOWED_HOSTS``. With ``ENGRAM_AUTH_MODE=local`` there are no keys: loopback
+clients only, and ``--user`` names the tenant.
+
+The server is stateless (``stateless_http``): each request stands alone, so no session opened with
+one key can be used with another, and any number of these processes may serve behind a balancer.
+Searches go through the query queue and are awaited on the event loop (``producers.searches``),
+as the HTTP app's are; the other tools call the blocking client on worker threads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.fastmcp import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from producers.auth import CALLER, CHALLENGE, Ambiguous, _token, caller_of, host_allowed
+from producers.client import EngramClient
+from producers.edge import answer
+from producers.mcp_server import build_server
+from producers.searches import Searches
+from shared.auth import Authenticator, Caller
+from shared.errors import ServiceUnavailable, Unauthenticated
+from shared.models import SearchRequest, SearchResponse
+from shared.settings import Settings, is_loopback
+
+PATH = "/mcp"
+ONE_EACH = ("authorization", "x-api-key", "host")
+
+
+class KeyGuard:
+    """Who calls, before the MCP transport reads a byte of the body: the caller is put in the
+    ASGI scope, where the tools find it (``tenant_of_request``)."""
+
+    def __init__(
+        self, app: ASGIApp, settings: Settings, authenticator: Authenticator, local_tenant: str | None
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.authenticator = authenticator
+        self.local_tenant = local_tenant
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        named = Counter(k.decode("latin-1").lower() for k, _ in scope["headers"])
+        repeated = sorted(name for name in ONE_EACH if named[name] > 1)
+        if repeated:
+            await answer(send, 400, f"a header that must appear once appears twice: {', '.join(repeated)}")
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not host_allowed(headers.get("host", ""), self.settings.allowed_hosts):
+            await answer(send, 400, "the Host header names a host this server does not serve")
+            return
+        if self.settings.auth_mode == "local":
+            client = scope.get("client")
+            if client is None or not is_loopback(str(client[0])):
+                await answer(send, 403, "ENGRAM_AUTH_MODE=local answers loopback clients only")
+                return
+            scope[CALLER] = Caller(key_id=None, tenant=self.local_tenant)
+            await self.app(scope, receive, send)
+            return
+        try:
+            caller = await anyio.to_thread.run_sync(self.authenticator.bearer, _token(headers))
+        except Ambiguous as exc:
+            await answer(send, 400, str(exc))
+            return
+        except Unauthenticated as exc:
+            await answer(send, 401, str(exc), extra=CHALLENGE)
+            return
+        except ServiceUnavailable as exc:
+            await answer(send, 503, f"API keys cannot be checked: {exc}", service=exc.service)
+            return
+        if caller.admin:
+            await answer(
+                send,
+                403,
+                "an agent's memory is one tenant's: use a tenant key (engram keys create --user ...)",
+            )
+            return
+        scope[CALLER] = caller
+        await self.app(scope, receive, send)
+
+
+def tenant_of_request(ctx: Context[Any, Any, Any]) -> str:
+    """The tenant of the API key of the request that carried this tool call."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    tenant = caller_of(scope or {}).tenant
+    if tenant is None:  # KeyGuard lets no such request through
+        raise Unauthenticated("a tenant key is required")
+    return tenant
+
+
+def build_app(
+    settings: Settings,
+    client: EngramClient,
+    authenticator: Authenticator,
+    local_tenant: str | None = None,
+    on_close: Callable[[], None] | None = None,
+) -> ASGIApp:
+    """The ASGI app: ``KeyGuard`` in front of the MCP server's streamable HTTP endpoint."""
+    searches: dict[str, Searches] = {}
+
+    async def search(request: SearchRequest) -> SearchResponse:
+        return await searches["loop"].search(request, time.monotonic())
+
+    server = build_server(
+        client,
+        tenant_of_request,
+        search=search,
+        stateless_http=True,
+        json_response=True,
+        streamable_http_path=PATH,
+        max_request_body_size=settings.max_request_bytes,
+        # The Host is checked by KeyGuard against ENGRAM_ALLOWED_HOSTS, as the HTTP app checks it.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    mcp_app = server.streamable_http_app()
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        # The searches' Redis clients belong to this event loop: made here, closed here.
+        searches["loop"] = Searches.connect(settings)
+        try:
+            async with server.session_manager.run():
+                yield
+        finally:
+            await searches.pop("loop").aclose()
+            if on_close is not None:
+                on_close()
+
+    app = Starlette(routes=list(mcp_app.routes), lifespan=lifespan)
+    return KeyGuard(app, settings, authenticator, local_tenant)
+
+
+def serve(settings: Settings, host: str, port: int, local_tenant: str | None = None) -> None:
+    """Serves until stopped (``engram mcp --http`` checks the arguments)."""
+    import uvicorn
+
+    client = EngramClient(settings)
+    client.ping()  # Redis unreachable: one clear line now, not an error on every call
+    authenticator = Authenticator(
+        client.key_store(),
+        cache_s=settings.auth_cache_s,
+        stale_s=settings.auth_stale_s,
+        tolerance_s=settings.webhook_tolerance_s,
+        first_seen=client.first_seen,
+        clock=time.time,
+    )
+    app = build_app(settings, client, authenticator, local_tenant, on_close=client.close)
+    print(f"engram mcp: streamable HTTP on http://{host}:{port}{PATH}", flush=True)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http="httptools",  # strict framing, as engram serve
+        lifespan="on",
+        limit_concurrency=settings.api_max_connections,
+        timeout_keep_alive=settings.api_keep_alive_s,
+    )
