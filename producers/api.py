@@ -43,6 +43,7 @@ from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, Problem, ProblemItem, one_value_each, problem_body
 from producers.entities_api import router as entities_router
+from producers.n8n_items import N8nItem, is_n8n_item
 from producers.searches import Searches
 from shared.auth import Authenticator, Caller
 from shared.errors import (
@@ -94,6 +95,10 @@ def _at_most_a_batch(value: Any) -> Any:
 
 
 DocumentList = Annotated[list[DocumentBody], BeforeValidator(_at_most_a_batch), Field(min_length=1)]
+
+
+# n8n's items (producers/n8n_items.py), counted before validation as the documents are.
+ItemList = Annotated[list[N8nItem], BeforeValidator(_at_most_a_batch), Field(min_length=1)]
 
 
 class DocumentBatch(BaseModel):
@@ -342,16 +347,20 @@ async def healthz(checks: Annotated[health.Probes, Depends(probes)], request: Re
 
 
 def _body_kind(body: Any) -> str:
-    """Which of the three forms a body is, by its shape: errors then speak of that form alone."""
+    """Which of the forms a body is, by its shape: errors then speak of that form alone."""
     if isinstance(body, list):
-        return "list"
+        return "items" if any(is_n8n_item(element) for element in body) else "list"
+    if is_n8n_item(body):
+        return "item"
     return "batch" if isinstance(body, dict) and "documents" in body else "document"
 
 
 IngestBody = Annotated[
     Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[DocumentList, Tag("list")],
+    | Annotated[DocumentList, Tag("list")]
+    | Annotated[N8nItem, Tag("item")]
+    | Annotated[ItemList, Tag("items")],
     Discriminator(_body_kind),
 ]
 
@@ -363,14 +372,17 @@ IngestBody = Annotated[
     responses={409: _problem("The same document twice in one request (two versions of it at once).")},
 )
 async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
-    """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
-    document is the key's tenant's: one naming another tenant refuses the whole request (403)."""
+    """One document, a list of them, ``{"documents": [...]}``, or n8n's items (``[{"json":
+    {...}}, ...]``, each item's ``json`` a document). With a tenant key, every document is the
+    key's tenant's: one naming another tenant refuses the whole request (403)."""
     if isinstance(body, DocumentBody):
         bodies = [body]
     elif isinstance(body, DocumentBatch):
         bodies = body.documents
+    elif isinstance(body, N8nItem):
+        bodies = [body.document]
     else:
-        bodies = body
+        bodies = [item.document if isinstance(item, N8nItem) else item for item in body]
     documents = [document.for_tenant(who.tenant_for(document.user_id)) for document in bodies]
     limit = get_settings().max_batch_documents
     if len(documents) > limit:
