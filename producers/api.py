@@ -23,7 +23,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import Discriminator, Tag, ValidationError
+from pydantic import BeforeValidator, Discriminator, Field, Tag, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
@@ -34,8 +34,9 @@ from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
 from producers.edge import BodyGuard, one_value_each, problem_body
 from producers.entities_api import router as entities_router
+from producers.n8n_items import N8nItem, is_n8n_item
 from producers.searches import Searches
-from shared.api_models import DeleteWhere, DocumentBatch, DocumentList, Problem, ProblemItem
+from shared.api_models import DeleteWhere, DocumentBatch, DocumentList, Problem, ProblemItem, at_most_a_batch
 from shared.auth import Authenticator, Caller
 from shared.errors import (
     DocumentTooLarge,
@@ -72,6 +73,10 @@ DocumentIdPath = Annotated[Identifier, Path(description="The document's id withi
 MemoryIdPath = Annotated[uuid.UUID, Path(description="The memory's id.")]
 # The tenant in a query string: optional, since the key decides it (an admin key must name it).
 TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
+
+
+# n8n's items (producers/n8n_items.py), counted before validation as the documents are.
+ItemList = Annotated[list[N8nItem], BeforeValidator(at_most_a_batch), Field(min_length=1)]
 
 
 @lru_cache(maxsize=1)
@@ -314,16 +319,20 @@ async def healthz(checks: Annotated[health.Probes, Depends(probes)], request: Re
 
 
 def _body_kind(body: Any) -> str:
-    """Which of the three forms a body is, by its shape: errors then speak of that form alone."""
+    """Which of the forms a body is, by its shape: errors then speak of that form alone."""
     if isinstance(body, list):
-        return "list"
+        return "items" if any(is_n8n_item(element) for element in body) else "list"
+    if is_n8n_item(body):
+        return "item"
     return "batch" if isinstance(body, dict) and "documents" in body else "document"
 
 
 IngestBody = Annotated[
     Annotated[DocumentBody, Tag("document")]
     | Annotated[DocumentBatch, Tag("batch")]
-    | Annotated[DocumentList, Tag("list")],
+    | Annotated[DocumentList, Tag("list")]
+    | Annotated[N8nItem, Tag("item")]
+    | Annotated[ItemList, Tag("items")],
     Discriminator(_body_kind),
 ]
 
@@ -335,14 +344,17 @@ IngestBody = Annotated[
     responses={409: _problem("The same document twice in one request (two versions of it at once).")},
 )
 async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
-    """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
-    document is the key's tenant's: one naming another tenant refuses the whole request (403)."""
+    """One document, a list of them, ``{"documents": [...]}``, or n8n's items (``[{"json":
+    {...}}, ...]``, each item's ``json`` a document). With a tenant key, every document is the
+    key's tenant's: one naming another tenant refuses the whole request (403)."""
     if isinstance(body, DocumentBody):
         bodies = [body]
     elif isinstance(body, DocumentBatch):
         bodies = body.documents
+    elif isinstance(body, N8nItem):
+        bodies = [body.document]
     else:
-        bodies = body
+        bodies = [item.document if isinstance(item, N8nItem) else item for item in body]
     documents = [document.for_tenant(who.tenant_for(document.user_id)) for document in bodies]
     limit = get_settings().max_batch_documents
     if len(documents) > limit:

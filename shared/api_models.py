@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from shared.models import TENANT_FROM_KEY, DocumentBody, Identifier, SearchFilters
 
-__all__ = ["DeleteWhere", "DocumentBatch", "DocumentList", "Problem", "ProblemItem"]
+__all__ = ["DeleteWhere", "DocumentBatch", "DocumentList", "Problem", "ProblemItem", "at_most_a_batch"]
 
 
 class ProblemItem(BaseModel):
@@ -34,7 +34,7 @@ class Problem(BaseModel):
     service: str | None = Field(None, description="The service that is down, for a 503.")
 
 
-def _at_most_a_batch(value: Any) -> Any:
+def at_most_a_batch(value: Any) -> Any:
     """Counts the documents before any is validated: the cost of a request is bounded by
     ENGRAM_MAX_BATCH_DOCUMENTS, never by how many errors a million bad items would make."""
     from shared.settings import get_settings  # the app's limit; a client never validates a batch
@@ -47,7 +47,7 @@ def _at_most_a_batch(value: Any) -> Any:
     return value
 
 
-DocumentList = Annotated[list[DocumentBody], BeforeValidator(_at_most_a_batch), Field(min_length=1)]
+DocumentList = Annotated[list[DocumentBody], BeforeValidator(at_most_a_batch), Field(min_length=1)]
 
 
 class DocumentBatch(BaseModel):

@@ -1,0 +1,45 @@
+"""n8n's item shape, taken by ``POST /api/documents`` beside Engram's own.
+
+An n8n workflow holds its data as items, ``{"json": {...}, "pairedItem": {"item": 0}}``. An HTTP
+Request node set to run once and send ``{{ JSON.stringify($input.all()) }}`` posts every item of
+its input in one request, in that shape: a JSON array of items. Each item's ``json`` is one
+document, validated exactly as a document sent alone; ``pairedItem`` is n8n's own bookkeeping
+(which input item this one came from) and is read past. Anything else in an item (``binary``
+data, say) is refused with 422, as an unknown field of a document is: Engram takes text.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.models import DocumentBody
+
+ITEM_KEY = "json"
+
+
+class PairedItem(BaseModel):
+    """n8n's ``IPairedItemData``: which item of which input an item came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    item: int = Field(ge=0)
+    input: int | None = Field(None, ge=0)
+    sourceOverwrite: dict[str, str | int | None] | None = None
+
+
+class N8nItem(BaseModel):
+    """One n8n item whose ``json`` is a document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    document: DocumentBody = Field(alias=ITEM_KEY, description="The document, as sent alone.")
+    pairedItem: int | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
+        None, description="n8n's bookkeeping; read past."
+    )
+
+
+def is_n8n_item(value: Any) -> bool:
+    """A JSON object with a ``json`` key is an n8n item: no document has a field of that name."""
+    return isinstance(value, dict) and ITEM_KEY in value
