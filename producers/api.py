@@ -100,6 +100,9 @@ class DocumentBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     documents: DocumentList
+    force: StrictBool = Field(
+        False, description="Chunk, embed and write every document even when it is unchanged since stored."
+    )
 
 
 @lru_cache(maxsize=1)
@@ -364,7 +367,9 @@ IngestBody = Annotated[
 )
 async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
     """One document, a list of them, or ``{"documents": [...]}``. With a tenant key, every
-    document is the key's tenant's: one naming another tenant refuses the whole request (403)."""
+    document is the key's tenant's: one naming another tenant refuses the whole request (403).
+    A document stored exactly as given is not enqueued again: the answer lists it ``unchanged``
+    and its status says so; ``force`` (on the batch or on a document) redoes the request."""
     if isinstance(body, DocumentBody):
         bodies = [body]
     elif isinstance(body, DocumentBatch):
@@ -377,7 +382,8 @@ async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestA
         raise InvalidInput(
             f"{len(documents)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
         )
-    return await run_in_threadpool(client().ingest, documents)
+    force = (isinstance(body, DocumentBatch) and body.force) or any(document.force for document in bodies)
+    return await run_in_threadpool(client().ingest, documents, None, force)
 
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
@@ -403,7 +409,7 @@ async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: 
     if body.id is not None and body.id != document_id:
         raise HTTPException(409, f"the body's id {body.id!r} is not the path's {document_id!r}")
     document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
-    return await run_in_threadpool(client().ingest, [document])
+    return await run_in_threadpool(client().ingest, [document], None, body.force)
 
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
