@@ -167,6 +167,8 @@ class EngramClient:
         skipped = [d.document_id for d in documents if document_key(d.user_id, d.document_id) in unchanged]
         for batch in batches(todo, size, max(self.settings.max_document_bytes, 256_000)):
             payload = [{**d.model_dump(mode="json", exclude_none=True), "version": version} for d in batch]
+            if force:  # every stage redoes its work: the embed stage reuses no stored vector
+                payload = [{**fields, "force": True} for fields in payload]
             try:
                 with queue_errors():
                     task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)

@@ -101,7 +101,7 @@ class Container:
     @cached_property
     def chunker(self) -> Chunker:
         s = self.settings
-        return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens)
+        return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens, s.chunk_sections)
 
     # Services.
 

@@ -257,6 +257,7 @@ class StagedDocument(BaseModel):
     content_hash: str
     received_at: datetime
     chunks: list[ChunkRecord]
+    force: bool = Field(False, description="Embed every chunk: reuse no stored vector.")
 
 
 class Memory(BaseModel):

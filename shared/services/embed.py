@@ -119,7 +119,7 @@ class EmbedStage:
         store (Neo4j unreachable) nothing is reused: the embedder makes them all, as before."""
         if self._stored is None:
             return {}
-        wanted = {doc.key: {chunk.content_hash for chunk in doc.chunks} for doc in documents}
+        wanted = {doc.key: {chunk.content_hash for chunk in doc.chunks} for doc in documents if not doc.force}
         try:
             found = self._stored.stored_vectors(wanted, self._embedder.model_name)
         except (ServiceUnavailable, TransientError) as exc:

@@ -14,14 +14,17 @@ import numpy as np
 import pytest
 
 from producers.folder_sync import folder_source, plan, read_folder
+from shared.chunking import Chunker
 from shared.errors import ServiceUnavailable
 from shared.ids import content_hash, document_key
 from shared.models import DocumentIn
 from shared.progress import Progress, ProgressRecord
 from shared.services.embed import EmbedStage
 from shared.services.incremental import classify
+from shared.settings import Settings
 from shared.staging import Staging
 from shared.stores.neo4j_incremental import StoredState
+from shared.tokenizer import load_tokenizer
 from tests.unit.fakes import MODEL, FakeEmbedder, staged
 
 TTL_S = 3600
@@ -240,3 +243,58 @@ def test_an_unreadable_jsonl_file_or_one_naming_another_tenant_means_nothing_is_
     assert [d.document_id for d in read.documents] == ["a.txt"]
     assert (read.forget_nothing and "bob" not in read.unreadable[0][1]) or read.forget_nothing
     assert plan(read, ["unchanged"], ["a.txt", "t1", "gone.txt"], force=False).forget == []
+
+
+# Chunking by paragraph sections
+
+
+@pytest.fixture(scope="module")
+def chunkers() -> tuple[Chunker, Chunker]:
+    settings = Settings(_env_file=None)
+    tokenizer = load_tokenizer(settings)
+    size, overlap = settings.chunk_size_tokens, settings.chunk_overlap_tokens
+    return Chunker(tokenizer, size, overlap), Chunker(tokenizer, size, overlap, sections=True)
+
+
+def _paragraph(seed: int) -> str:
+    words = [
+        "garden",
+        "river",
+        "stone",
+        "quiet",
+        "market",
+        "winter",
+        "letter",
+        "morning",
+        "bridge",
+        "window",
+        "paper",
+        "lantern",
+    ]
+    sentences = [
+        " ".join(words[(seed * 7 + s * 3 + w) % len(words)] for w in range(8 + (seed + s) % 9)).capitalize()
+        + "."
+        for s in range(4 + seed % 5)
+    ]
+    return f"Part {seed}. " + " ".join(sentences)
+
+
+def test_a_text_without_blank_lines_is_chunked_as_before(chunkers: tuple[Chunker, Chunker]) -> None:
+    whole, by_sections = chunkers
+    text = " ".join(_paragraph(i) for i in range(30))
+    assert by_sections.chunk(text) == whole.chunk(text)
+
+
+def test_editing_one_paragraph_rechunks_only_around_it(chunkers: tuple[Chunker, Chunker]) -> None:
+    _, by_sections = chunkers
+    paragraphs = [_paragraph(i) for i in range(40)]
+    before = {c.text for c in by_sections.chunk("\n\n".join(paragraphs))}
+    worst = 0
+    for edited in range(0, 40, 4):
+        changed = list(paragraphs)
+        changed[edited] += " A sentence added here."
+        after = [c.text for c in by_sections.chunk("\n\n".join(changed))]
+        worst = max(worst, len([text for text in after if text not in before]))
+        # Every paragraph's words are still in some chunk, in order
+        assert all(any(p[:40] in text for text in after) for p in changed)
+    assert len(before) >= 10 and worst <= 3
