@@ -222,8 +222,9 @@ def test_an_unchanged_post_never_hides_a_changed_one_still_on_its_way(
 def test_engram_ingest_again_says_unchanged_and_force_redoes_it(
     workers: Workers, tmp_path: Path, tenant: str
 ) -> None:
-    (tmp_path / "a.md").write_text(notes(4))
-    (tmp_path / "b.txt").write_text(notes(2, first=10))
+    a, b = f"a-{tenant[-8:]}.md", f"b-{tenant[-8:]}.txt"  # titles unique in the store (test_integrity)
+    (tmp_path / a).write_text(notes(4))
+    (tmp_path / b).write_text(notes(2, first=10))
     first = engram("ingest", str(tmp_path), "--user", tenant, "--json")
     assert first.returncode == 0, first.stderr
     loaded = json.loads(first.stdout)
@@ -232,7 +233,7 @@ def test_engram_ingest_again_says_unchanged_and_force_redoes_it(
     again = engram("ingest", str(tmp_path), "--user", tenant, "--json")
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
-    assert report["unchanged"] == ["a.md", "b.txt"] and report["enqueued"] == 0
+    assert report["unchanged"] == [a, b] and report["enqueued"] == 0
     assert report["chunks_embedded"] == 0
     assert "2 unchanged" in again.stderr
     plain = engram("ingest", str(tmp_path), "--user", tenant)
@@ -252,37 +253,45 @@ def test_sync_adds_updates_and_forgets_only_its_own_folders_documents(
     tmp_path: Path,
     tenant: str,
 ) -> None:
-    # Given a folder synced once, and beside it: another folder's document, a webhook document
-    # and the same folder synced for another tenant
+    # Given a folder synced once for another tenant, when it held one file of that tenant's alone
+    # (file names are unique per test: test_integrity makes Document titles unique in the store)
+    u = tenant[-8:]
+    keep, edit, gone, bad, new, other, theirs = (
+        f"{name}-{u}.md" for name in ("keep", "edit", "gone", "bad", "new", "other", "theirs")
+    )
     folder, elsewhere = tmp_path / "notes", tmp_path / "other"
     folder.mkdir()
     elsewhere.mkdir()
-    for name, seed in (("keep.md", 0), ("edit.md", 10), ("gone.md", 20), ("bad.txt", 30)):
+    (folder / theirs).write_text(notes(2, first=80))
+    assert engram("ingest", str(folder), "--user", tenant + "-b", "--sync").returncode == 0
+    (folder / theirs).unlink()
+    others = stored(neo4j_driver, tenant + "-b")
+    assert set(others) == {theirs}
+    # And then for this tenant, with another folder's document and a webhook document beside it
+    for name, seed in ((keep, 0), (edit, 10), (gone, 20), (bad, 30)):
         (folder / name).write_text(notes(3, first=seed))
-    (elsewhere / "other.md").write_text(notes(2, first=40))
+    (elsewhere / other).write_text(notes(2, first=40))
     assert engram("ingest", str(folder), "--user", tenant, "--sync").returncode == 0
     assert engram("ingest", str(elsewhere), "--user", tenant, "--sync").returncode == 0
-    assert engram("ingest", str(folder), "--user", tenant + "-b", "--sync").returncode == 0
     post(api, {"user_id": tenant, "id": "webhook-note", "text": notes(1, first=60), "source": "n8n"})
     wait_until_finished(api, tenant, ["webhook-note"])
     before = stored(neo4j_driver, tenant)
-    assert before["keep.md"]["source"] == "folder:" + str(folder.resolve())
-    assert set(before) == {"keep.md", "edit.md", "gone.md", "bad.txt", "other.md", "webhook-note"}
-    others = stored(neo4j_driver, tenant + "-b")
+    assert before[keep]["source"] == "folder:" + str(folder.resolve())
+    assert set(before) == {keep, edit, gone, bad, other, "webhook-note"}
 
     # When one file is edited, one added, one deleted and one made unreadable
     edited = notes(3, first=10).replace("Note 11:", "Note 11: The kettle whistled twice.")
-    (folder / "edit.md").write_text(edited)
-    (folder / "new.md").write_text(notes(2, first=70))
-    (folder / "gone.md").unlink()
-    (folder / "bad.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (folder / edit).write_text(edited)
+    (folder / new).write_text(notes(2, first=70))
+    (folder / gone).unlink()
+    (folder / bad).write_bytes("caf\xe9 au lait".encode("latin-1"))
 
     # Then a dry run lists exactly that and changes nothing
     dry = engram("ingest", str(folder), "--user", tenant, "--sync", "--dry-run", "--json")
     plan = json.loads(dry.stdout)
     assert dry.returncode == 1  # a file could not be read
-    assert (plan["added"], plan["changed"], plan["forgotten"]) == (["new.md"], ["edit.md"], ["gone.md"])
-    assert plan["unchanged"] == 1 and [u["file"] for u in plan["unreadable"]] == ["bad.txt"]
+    assert (plan["added"], plan["changed"], plan["forgotten"]) == ([new], [edit], [gone])
+    assert plan["unchanged"] == 1 and [u["file"] for u in plan["unreadable"]] == [bad]
     assert stored(neo4j_driver, tenant) == before
 
     # When the sync runs
@@ -290,19 +299,19 @@ def test_sync_adds_updates_and_forgets_only_its_own_folders_documents(
     report = json.loads(run.stdout)
 
     # Then it embedded only the new and changed chunks, forgot the deleted file's document...
-    assert run.returncode == 1 and "bad.txt" in run.stderr
-    assert (report["added"], report["changed"], report["forgotten"]) == (["new.md"], ["edit.md"], ["gone.md"])
+    assert run.returncode == 1 and bad in run.stderr
+    assert (report["added"], report["changed"], report["forgotten"]) == ([new], [edit], [gone])
     after = stored(neo4j_driver, tenant)
-    added = len(after["new.md"]["chunks"])
+    added = len(after[new]["chunks"])
     assert report["failed"] == 0 and added + 1 <= report["chunks_embedded"] <= added + 2
-    assert set(after) == {"keep.md", "edit.md", "new.md", "bad.txt", "other.md", "webhook-note"}
+    assert set(after) == {keep, edit, new, bad, other, "webhook-note"}
     # ...and left the rest as it was: the unchanged file, the unreadable one, the other
     # folder's document and the webhook's
-    for untouched in ("keep.md", "bad.txt", "other.md", "webhook-note"):
+    for untouched in (keep, bad, other, "webhook-note"):
         assert after[untouched] == before[untouched], untouched
-    assert after["edit.md"]["version"] > before["edit.md"]["version"]
-    assert "kettle whistled twice" in " ".join(c[0] for c in after["edit.md"]["chunks"])
-    # And the other tenant's copy of the folder is untouched
+    assert after[edit]["version"] > before[edit]["version"]
+    assert "kettle whistled twice" in " ".join(c[0] for c in after[edit]["chunks"])
+    # And the other tenant's document of this folder, whose file is gone, is not forgotten
     assert stored(neo4j_driver, tenant + "-b") == others
     # And the forgotten document is gone from Qdrant too: its points are the tenant's memories
     memories = cypher(neo4j_driver, "MATCH (m:Memory {user_id: $u}) RETURN m.id AS id", u=tenant)
