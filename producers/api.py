@@ -346,7 +346,9 @@ IngestBody = Annotated[
 async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
     """One document, a list of them, ``{"documents": [...]}``, or n8n's items (``[{"json":
     {...}}, ...]``, each item's ``json`` a document). With a tenant key, every document is the
-    key's tenant's: one naming another tenant refuses the whole request (403)."""
+    key's tenant's: one naming another tenant refuses the whole request (403). A document stored
+    exactly as given is not enqueued again: the answer lists it ``unchanged`` and its status says
+    so; ``force`` (on the batch or on a document) redoes the request."""
     if isinstance(body, DocumentBody):
         bodies = [body]
     elif isinstance(body, DocumentBatch):
@@ -361,7 +363,8 @@ async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestA
         raise InvalidInput(
             f"{len(documents)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
         )
-    return await run_in_threadpool(client().ingest, documents)
+    force = (isinstance(body, DocumentBatch) and body.force) or any(document.force for document in bodies)
+    return await run_in_threadpool(client().ingest, documents, None, force)
 
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
@@ -387,7 +390,7 @@ async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: 
     if body.id is not None and body.id != document_id:
         raise HTTPException(409, f"the body's id {body.id!r} is not the path's {document_id!r}")
     document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
-    return await run_in_threadpool(client().ingest, [document])
+    return await run_in_threadpool(client().ingest, [document], None, body.force)
 
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -24,7 +24,7 @@ from shared.auth import KeyInfo
 from shared.confusables import confusable_with
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
-from shared.models import DeleteResult, Identifier, SearchFilters, SearchRequest, utc_now
+from shared.models import DeleteResult, DocumentIn, Identifier, SearchFilters, SearchRequest, utc_now
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.refs import DocRef
 from shared.settings import get_settings, is_loopback
@@ -59,6 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--batch", type=int, help="documents per ingest task")
     ingest.add_argument("--no-wait", action="store_true", help="return once enqueued")
     ingest.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the load")
+    ingest.add_argument(
+        "--force", action="store_true", help="chunk, embed and write documents stored unchanged too"
+    )
+    ingest.add_argument(
+        "--sync",
+        action="store_true",
+        help="keep the tenant's documents from this folder in step with it: add new files, update "
+        "changed ones, forget those gone from it (in both stores)",
+    )
+    ingest.add_argument("--dry-run", action="store_true", help="with --sync: list what it would do")
+    ingest.add_argument("--json", action="store_true", help="print one JSON object when finished")
     ingest.set_defaults(run=_ingest)
 
     search = commands.add_parser("search", help="search memories through the query queue")
@@ -232,32 +243,67 @@ def _ingest(args: argparse.Namespace) -> int:
         }.items()
         if value is not None
     }
+    if args.sync:
+        from producers.sync_cli import sync
+
+        return sync(args, defaults)
+    if args.dry_run:
+        raise InvalidInput("--dry-run goes with --sync")
     documents = read_documents(args.paths, defaults)
     client = EngramClient()
+    report = load(client, documents, args)
+    if args.json:
+        _print_json(report)
+    return 1 if report["failed"] else 0
+
+
+def load(client: EngramClient, documents: Sequence[DocumentIn], args: argparse.Namespace) -> dict[str, Any]:
+    """Enqueues the documents (but those stored unchanged) and, unless --no-wait, shows progress
+    until they are finished; returns the figures (``--json`` prints them)."""
+    out = sys.stderr if args.json else sys.stdout
     started = time.monotonic()
-    accepted = client.ingest(documents, batch_documents=args.batch)
-    print(f"enqueued {accepted.accepted} documents in {len(accepted.task_ids)} tasks")
+    accepted = client.ingest(documents, batch_documents=args.batch, force=args.force)
+    unchanged = set(accepted.unchanged)
+    enqueued = [d for d in documents if d.document_id not in unchanged]
+    said = f"; {len(unchanged)} unchanged (stored as given; --force redoes them)" if unchanged else ""
+    print(f"enqueued {len(enqueued)} documents in {len(accepted.task_ids)} tasks{said}", file=out)
+    keys = [document_key(d.user_id, d.document_id) for d in enqueued]
+    refs = [(key, accepted.version) for key in keys]
+    report: dict[str, Any] = {
+        "documents": len(documents),
+        "enqueued": len(enqueued),
+        "unchanged": accepted.unchanged,
+        "version": accepted.version,
+        "failed": 0,
+    }
     if args.no_wait:
-        return 0
-    keys = [document_key(d.user_id, d.document_id) for d in documents]
-    failed = _wait_for(client, [(key, accepted.version) for key in keys], started, args.timeout)
+        return report
+    failed = _wait_for(client, refs, started, args.timeout, out) if refs else 0
     elapsed = time.monotonic() - started
-    chunks = client.chunk_count(keys)
+    chunks = client.chunk_count(keys) if keys else 0
+    reused, embedded = client.chunk_work(refs) if refs else (0, 0)
     print(
         f"ingested {len(keys) - failed} documents, {chunks} chunks in {elapsed:.1f} s "
-        f"({chunks / elapsed:.1f} chunks/s); failed: {failed}"
+        f"({chunks / elapsed:.1f} chunks/s); chunks embedded {embedded}, reused {reused}; "
+        f"unchanged: {len(unchanged)}; failed: {failed}",
+        file=out,
     )
-    return 1 if failed else 0
+    report.update(
+        failed=failed, chunks=chunks, chunks_embedded=embedded, chunks_reused=reused, seconds=elapsed
+    )
+    return report
 
 
-def _wait_for(client: EngramClient, keys: list[DocRef], started: float, timeout: float) -> int:
+def _wait_for(
+    client: EngramClient, keys: list[DocRef], started: float, timeout: float, out: TextIO = sys.stdout
+) -> int:
     """Shows progress until every document is done or failed at the version this load gave it
     (or a newer one); returns how many failed."""
-    interactive = sys.stdout.isatty()
+    interactive = out.isatty()
     last_line = ""
     while True:
         states = client.states(keys)
-        finished = states["done"] + states["failed"]
+        finished = states["done"] + states["failed"] + states["unchanged"]
         elapsed = time.monotonic() - started
         line = (
             f"  {finished}/{len(keys)} documents finished ({states['failed']} failed); "
@@ -265,13 +311,13 @@ def _wait_for(client: EngramClient, keys: list[DocRef], started: float, timeout:
             f"writing {states['writing']}; {elapsed:.0f} s"
         )
         if interactive:
-            print("\r" + line, end="", flush=True)
+            print("\r" + line, end="", flush=True, file=out)
         elif line != last_line and (finished == len(keys) or int(elapsed) % 5 == 0):
-            print(line, flush=True)
+            print(line, flush=True, file=out)
         last_line = line
         if finished == len(keys):
             if interactive:
-                print()
+                print(file=out)
             return states["failed"]
         if elapsed > timeout:
             raise SearchTimeout(f"ingestion not finished after {timeout:g} s: {dict(states)}")

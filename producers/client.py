@@ -7,6 +7,7 @@ module enforce the same limits and speak to the queues the same way.
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +20,14 @@ import redis
 from celery import Celery
 
 from shared.auth import NewKey, make_key, new_signing_secret
-from shared.errors import DocumentTooLarge, DuplicateDocument, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.errors import (
+    DocumentTooLarge,
+    DuplicateDocument,
+    InvalidInput,
+    SearchTimeout,
+    ServiceUnavailable,
+    TransientError,
+)
 from shared.graph.models import BackfillReport, EntityDetail, EntityPage
 from shared.ids import document_key
 from shared.models import (
@@ -39,6 +47,7 @@ from shared.models import (
 from shared.progress import Progress
 from shared.redis_client import START_HINT, connect, out_of_memory, out_of_memory_in, translated_errors
 from shared.sealing import SecretBox, box_for
+from shared.services.incremental import Change, classify_all
 from shared.services.lifecycle import Lifecycle
 from shared.services.reembed import Progress as ReembedProgress
 from shared.services.reembed import Reembed, ShowProgress
@@ -49,6 +58,7 @@ from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, MigrationState
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j_entities import Neo4jEntities
+from shared.stores.neo4j_incremental import Neo4jIncremental, StoredState
 from shared.stores.neo4j_keys import Neo4jKeyStore
 from shared.versions import VersionClock
 from workers.app import (
@@ -64,6 +74,8 @@ from workers.app import (
     WRITE_TASK,
 )
 from workers.app import app as default_app
+
+log = logging.getLogger(__name__)
 
 
 def check_document(document: DocumentIn, settings: Settings) -> None:
@@ -130,9 +142,12 @@ class EngramClient:
 
     # Ingestion.
 
-    def ingest(self, documents: Sequence[DocumentIn], batch_documents: int | None = None) -> IngestAccepted:
+    def ingest(
+        self, documents: Sequence[DocumentIn], batch_documents: int | None = None, force: bool = False
+    ) -> IngestAccepted:
         """Checks every document first, so a bad one enqueues nothing, then enqueues in batches,
-        every document at one new version."""
+        every document at one new version. A document stored exactly as given is not enqueued
+        (``unchanged``) unless ``force``."""
         if not documents:
             raise InvalidInput("no documents given")
         self.ping()
@@ -143,38 +158,76 @@ class EngramClient:
             if key in seen:
                 raise DuplicateDocument(f"document {document.document_id!r} appears twice in one request")
             seen.add(key)
+        unchanged = {} if force else self._unchanged(documents)
         version = self._versions.next()
         size = batch_documents or self.settings.ingest_batch_documents
         task_ids: list[str] = []
         sent = 0
-        for batch in batches(documents, size, max(self.settings.max_document_bytes, 256_000)):
+        todo = [d for d in documents if document_key(d.user_id, d.document_id) not in unchanged]
+        skipped = [d.document_id for d in documents if document_key(d.user_id, d.document_id) in unchanged]
+        for batch in batches(todo, size, max(self.settings.max_document_bytes, 256_000)):
             payload = [{**d.model_dump(mode="json", exclude_none=True), "version": version} for d in batch]
+            if force:  # every stage redoes its work: the embed stage reuses no stored vector
+                payload = [{**fields, "force": True} for fields in payload]
             try:
                 with queue_errors():
                     task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
             except ServiceUnavailable as exc:
                 raise ServiceUnavailable(
-                    "redis", f"enqueued {sent} of {len(documents)} documents, then: {exc.detail}", exc.hint
+                    "redis", f"enqueued {sent} of {len(todo)} documents, then: {exc.detail}", exc.hint
                 ) from exc
             sent += len(batch)
             # After the send: progress never moves backwards, so a worker already past "queued" stays.
             self._progress.set([(document_key(d.user_id, d.document_id), version) for d in batch], "queued")
+        # At the stored version: a newer ingestion accepted meanwhile by another producer keeps its record.
+        self._progress.set(list(unchanged.items()), "unchanged")
         return IngestAccepted(
             accepted=len(documents),
             version=version,
             document_ids=[d.document_id for d in documents],
             task_ids=task_ids,
+            unchanged=skipped,
         )
+
+    def changes(self, documents: Sequence[DocumentIn]) -> tuple[list[Change], dict[str, StoredState]]:
+        """Whether each document is new, changed or stored exactly as given (for this tenant), and
+        the stored state of those stored, by document key."""
+        keys = [document_key(d.user_id, d.document_id) for d in documents]
+        stored: dict[str, StoredState] = {}
+        for start in range(0, len(keys), 1000):
+            stored.update(Neo4jIncremental(self._store()).stored_states(keys[start : start + 1000]))
+        records = self._progress.records(keys)
+        return classify_all(documents, keys, stored, records, self.settings.embedding_model), stored
+
+    def _unchanged(self, documents: Sequence[DocumentIn]) -> dict[str, int]:
+        """The keys of documents stored exactly as given, with their stored version. Neo4j out of
+        reach skips nothing: every document is enqueued, to be written once it is back."""
+        try:
+            changes, stored = self.changes(documents)
+        except TransientError as exc:
+            if isinstance(exc, ServiceUnavailable) and exc.service == "redis":
+                raise
+            log.warning("stored documents unreadable (%s); enqueueing every document", exc)
+            return {}
+        found: dict[str, int] = {}
+        for document, change in zip(documents, changes, strict=True):
+            if change == "unchanged":
+                key = document_key(document.user_id, document.document_id)
+                found[key] = stored[key].version
+        return found
 
     def states(self, documents: Sequence[DocRef]) -> Counter[str]:
         """How many of these (key, version) are in each state: for progress over a bulk load. A
-        record of a newer version counts as done (this one is superseded), of an older one as queued."""
+        record of a newer version counts as done (this one is superseded), of an older one as queued
+        unless it says the document was found unchanged (so never enqueued)."""
         counts: Counter[str] = Counter()
         for (_, version), record in zip(
             documents, self._progress.records(k for k, _ in documents), strict=True
         ):
             if record is None:
                 counts["unknown"] += 1
+            elif record.state == "unchanged":  # found stored as given: not enqueued at this version
+                counts["unchanged"] += 1
             elif record.version > version:
                 counts["done"] += 1
             elif record.version < version:
@@ -182,6 +235,21 @@ class EngramClient:
             else:
                 counts[record.state] += 1
         return counts
+
+    def chunk_work(self, documents: Sequence[DocRef]) -> tuple[int, int]:
+        """(Chunks reused, chunks embedded) of these (key, version), as the embed stage recorded them."""
+        reused = embedded = 0
+        for (_, version), record in zip(
+            documents, self._progress.records(k for k, _ in documents), strict=True
+        ):
+            if record is not None and record.version == version:
+                reused += record.reused or 0
+                embedded += record.embedded or 0
+        return reused, embedded
+
+    def source_documents(self, user_id: str, source: str) -> list[str]:
+        """The ids of the tenant's stored documents whose source is ``source``."""
+        return Neo4jIncremental(self._store()).source_documents(user_id, source)
 
     def stored_documents(self, keys: Sequence[str]) -> int:
         """How many of these documents Neo4j holds."""
@@ -203,6 +271,7 @@ class EngramClient:
                 progress.updated_at,
             )
             status.version = progress.version
+            status.chunks_reused, status.chunks_embedded = progress.reused, progress.embedded
         if stored is not None:
             stored_version = int(stored["version"] or 0)
             # Neo4j alone says "done" only for a record gone (expired) or about an older ingestion:
@@ -213,6 +282,7 @@ class EngramClient:
                     stored["ingested_at"],
                     stored_version,
                 )
+                status.chunks_reused = status.chunks_embedded = None
             status.chunks = stored["chunks"]
             status.vector_sync = VectorSyncCounts(
                 pending=stored["pending"], synced=stored["synced"], failed=stored["failed"]

@@ -183,7 +183,7 @@ def ingest(
     last = -1
     while True:
         states = client.states(refs)
-        finished = states["done"] + states["failed"]
+        finished = states["done"] + states["failed"] + states["unchanged"]
         elapsed = time.monotonic() - started
         if interactive:
             print("\r" + _bar(finished, len(keys), elapsed), end="", file=sys.stderr, flush=True)

@@ -40,6 +40,16 @@ def read_documents(paths: Sequence[Path], defaults: dict[str, Any]) -> list[Docu
     return documents
 
 
+def read_file(path: Path, name: str, defaults: dict[str, Any]) -> list[DocumentIn]:
+    """The documents of one file (``name``: its id when it is a text file), or InvalidInput."""
+    return list(_read_file(path, name, defaults))
+
+
+def readable(path: Path) -> bool:
+    """A file whose kind is read (text or JSONL), by its suffix."""
+    return _readable(path)
+
+
 def _readable(path: Path) -> bool:
     return path.suffix.lower() in TEXT_SUFFIXES | JSONL_SUFFIXES
 

@@ -54,6 +54,9 @@ class DocumentBatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     documents: DocumentList
+    force: StrictBool = Field(
+        False, description="Chunk, embed and write every document even when it is unchanged since stored."
+    )
 
 
 def _names_a_filter_or_everything(schema: dict[str, Any]) -> None:

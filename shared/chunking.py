@@ -7,10 +7,21 @@ such a chunk is cut again on token boundaries; and few tokens can hold any numbe
 (a "word" over 100 characters is one [UNK], white space, combining marks and zero-width characters
 are no token at all), so a chunk is also bounded in characters: ``MAX_CHARS_PER_TOKEN`` per token
 of the chunk size.
+
+With ``sections`` (ENGRAM_CHUNK_SECTIONS), a text of paragraphs (blank lines between them) is
+first cut into sections of whole paragraphs, and chunks never cross a section's edge. A section
+ends after a paragraph that holds at least half a chunk's tokens with the paragraphs before it and
+whose own hash marks it (one in three), or before a paragraph that would take it over a chunk:
+a rule local enough that editing one paragraph re-chunks its section and rarely the next, where
+packing the whole text greedily moved every chunk after the edit (issue 19: re-ingesting an
+edited document embeds only the chunks that changed). A text without blank lines is one section,
+chunked as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -23,6 +34,9 @@ from shared.errors import ConfigurationError
 # most), code at about 4: a chunk of 240 tokens is at most 3,840 characters, more than twice what
 # real text needs, so only text the model cannot see is cut by it (1 MB of "x" is one [UNK]).
 MAX_CHARS_PER_TOKEN = 16
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# One paragraph in this many may end a section (once it holds half a chunk).
+SECTION_MARK = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +57,15 @@ class Chunker:
     """Splits text into chunks of at most ``chunk_size`` tokens (special tokens not counted) and
     ``max_chars`` characters."""
 
-    def __init__(self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, chunk_size: int, chunk_overlap: int, sections: bool = False
+    ) -> None:
         if chunk_overlap >= chunk_size:
             raise ConfigurationError("chunk overlap must be below the chunk size")
         self._tokenizer = counting_tokenizer(tokenizer)
         self._chunk_size = chunk_size
         self._overlap = chunk_overlap
+        self._by_sections = sections
         self.max_chars = chunk_size * MAX_CHARS_PER_TOKEN
         self._sentences = SentenceChunker(
             tokenizer=cast(Any, self._tokenizer), chunk_size=chunk_size, chunk_overlap=chunk_overlap
@@ -58,6 +75,32 @@ class Chunker:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def chunk(self, text: str) -> list[TextChunk]:
+        if not self._by_sections:
+            return self._chunk(text)
+        return [chunk for start, end in self.sections(text) for chunk in self._chunk(text[start:end])]
+
+    def sections(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) of each section of whole paragraphs, in order (see the module's notes)."""
+        low = self._chunk_size // 2
+        found: list[tuple[int, int]] = []
+        start: int | None = None
+        end = tokens = 0
+        for first, last in _paragraphs(text):
+            paragraph = text[first:last]
+            count = self.count_tokens(paragraph)
+            if start is not None and tokens >= low and tokens + count > self._chunk_size:
+                found.append((start, end))
+                start, tokens = None, 0
+            start = first if start is None else start
+            end, tokens = last, tokens + count
+            if tokens >= low and _marked(paragraph):
+                found.append((start, end))
+                start, tokens = None, 0
+        if start is not None:
+            found.append((start, end))
+        return found
+
+    def _chunk(self, text: str) -> list[TextChunk]:
         placed: list[_Placed] = []
         for piece in self._sentences.chunk(text):
             content, at = _stripped(piece.text)
@@ -132,6 +175,23 @@ class Chunker:
 
 # A chunk and where it starts in the text being chunked.
 _Placed = tuple[int, TextChunk]
+
+
+def _paragraphs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each paragraph: the text between blank lines."""
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    for gap in PARAGRAPH_BREAK.finditer(text):
+        bounds.append((start, gap.start()))
+        start = gap.end()
+    bounds.append((start, len(text)))
+    return bounds
+
+
+def _marked(paragraph: str) -> bool:
+    """Whether this paragraph may end a section: by its own words alone, the same in every process."""
+    digest = hashlib.blake2b(paragraph.strip().encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % SECTION_MARK == 0
 
 
 def _stripped(text: str) -> tuple[str, int]:

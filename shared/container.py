@@ -34,6 +34,7 @@ from shared.settings import Settings
 from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_incremental import Neo4jIncremental
 from shared.stores.qdrant import QdrantConnection, QdrantStore
 from shared.tokenizer import load_tokenizer
 from shared.versions import VersionClock
@@ -100,7 +101,7 @@ class Container:
     @cached_property
     def chunker(self) -> Chunker:
         s = self.settings
-        return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens)
+        return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens, s.chunk_sections)
 
     # Services.
 
@@ -118,7 +119,9 @@ class Container:
 
     @cached_property
     def embed_stage(self) -> EmbedStage:
-        return EmbedStage(self.embedder, self.staging, self.progress, self.settings.embedding_batch_size * 4)
+        slice_size = self.settings.embedding_batch_size * 4
+        stored = Neo4jIncremental(self.graph)
+        return EmbedStage(self.embedder, self.staging, self.progress, slice_size, stored)
 
     @cached_property
     def write_stage(self) -> WriteStage:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -15,13 +16,14 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    StrictBool,
     StrictFloat,
     StringConstraints,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from shared.ids import default_document_id
+from shared.ids import content_hash, default_document_id
 
 # Formats of the OpenAPI document for what its types alone cannot say: a client (or a fuzzer) told
 # the format knows what is taken.
@@ -213,6 +215,12 @@ class DocumentIn(DocumentFields):
 
     user_id: Identifier = Field(description="The tenant; every memory and search belongs to one.")
 
+    def fingerprint(self) -> str:
+        """Every field as JSON, hashed: the same for a document and its copy that crossed the broker,
+        different when the text or anything said about it (metadata, tags, title...) differs."""
+        fields = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        return content_hash(fields)
+
 
 TENANT_FROM_KEY = "The tenant. Taken from the API key when absent; a tenant key refuses any other (403)."
 
@@ -221,9 +229,13 @@ class DocumentBody(DocumentFields):
     """A document as the HTTP API takes it: the tenant comes from the caller's key."""
 
     user_id: Identifier | None = Field(None, description=TENANT_FROM_KEY)
+    force: StrictBool = Field(
+        False, description="Chunk, embed and write it even when it is unchanged since it was stored."
+    )
 
     def for_tenant(self, tenant: str) -> DocumentIn:
-        return DocumentIn.model_validate({**self.model_dump(exclude={"user_id"}), "user_id": tenant})
+        fields = self.model_dump(exclude={"user_id", "force"})
+        return DocumentIn.model_validate({**fields, "user_id": tenant})
 
 
 class ChunkRecord(BaseModel):
@@ -245,6 +257,7 @@ class StagedDocument(BaseModel):
     content_hash: str
     received_at: datetime
     chunks: list[ChunkRecord]
+    force: bool = Field(False, description="Embed every chunk: reuse no stored vector.")
 
 
 class Memory(BaseModel):
@@ -308,7 +321,9 @@ class PointState(BaseModel):
 
 
 VectorSync = Literal["pending", "synced", "failed"]
-DocumentState = Literal["queued", "chunking", "embedding", "writing", "done", "failed", "deleted"]
+DocumentState = Literal[
+    "queued", "chunking", "embedding", "writing", "done", "failed", "deleted", "unchanged"
+]
 
 
 class SearchFilters(BaseModel):
@@ -443,6 +458,10 @@ class DocumentStatus(BaseModel):
     version: int | None = Field(None, description="The ingestion this state is about.")
     error: str | None = None
     chunks: int = 0
+    chunks_reused: int | None = Field(
+        None, description="Chunks of this version whose vector was the stored version's (not embedded)."
+    )
+    chunks_embedded: int | None = Field(None, description="Chunks of this version sent to the embedder.")
     vector_sync: VectorSyncCounts = Field(default_factory=VectorSyncCounts)
     updated_at: datetime | None = None
 
@@ -461,6 +480,11 @@ class IngestAccepted(BaseModel):
     version: int = Field(description="The version every document of this request is written at.")
     document_ids: list[str]
     task_ids: list[str]
+    unchanged: list[str] = Field(
+        default_factory=list,
+        description="Documents already stored as given (same text, fields and model): not enqueued, "
+        "no new version; their status says unchanged. `force` redoes them.",
+    )
 
 
 class MemoryRecord(Memory):

@@ -32,6 +32,7 @@ RANK: dict[str, int] = {
     "failed": 4,
     "done": 5,
     "deleted": 5,
+    "unchanged": 5,
 }
 
 # KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl,
@@ -45,6 +46,7 @@ for i = 1, n do
     local rank = tonumber(ARGV[n + 2])
     local force = ARGV[n + 7] == '1' and version == cv
     if force or cv == nil or version > cv or (version == cv and rank >= (cr or 0)) then
+        if cv ~= nil and version > cv then redis.call('HDEL', KEYS[i], 'reused', 'embedded') end
         redis.call('HSET', KEYS[i], 'version', ARGV[i], 'state', ARGV[n + 1], 'rank', ARGV[n + 2],
                    'error', ARGV[n + 3], 'updated_at', ARGV[n + 4])
         if ARGV[n + 6] ~= '' then redis.call('HSET', KEYS[i], 'batch', ARGV[n + 6]) end
@@ -52,6 +54,19 @@ for i = 1, n do
     end
 end
 return n
+"""
+
+
+# KEYS: document keys. ARGV: per key its version, chunks reused, chunks embedded (3 each). Kept
+# only on a record of that very version: an older ingestion's counts never describe a newer one.
+_COUNTS = """
+for i = 1, #KEYS do
+    local version = redis.call('HGET', KEYS[i], 'version')
+    if version == ARGV[3 * i - 2] then
+        redis.call('HSET', KEYS[i], 'reused', ARGV[3 * i - 1], 'embedded', ARGV[3 * i])
+    end
+end
+return #KEYS
 """
 
 
@@ -63,6 +78,10 @@ class ProgressRecord:
     updated_at: datetime
     batch: str | None = None
     """The staged batch the document was last in: what ``engram replay`` re-drives."""
+    reused: int | None = None
+    """Chunks of this version whose vector was reused from the stored version."""
+    embedded: int | None = None
+    """Chunks of this version the embedder embedded."""
 
 
 class Progress:
@@ -70,6 +89,7 @@ class Progress:
         self._redis = client
         self._ttl_s = ttl_s
         self._set = client.register_script(_SET)
+        self._counts = client.register_script(_COUNTS)
 
     def set(
         self,
@@ -89,6 +109,16 @@ class Progress:
             args += [batch or "", "1" if force else "0"]
             with translated_errors():
                 self._set(keys=[_PREFIX + key for key, _ in part], args=args)
+
+    def set_counts(self, counts: Iterable[tuple[str, int, int, int]]) -> None:
+        """Records (document key, version, chunks reused, chunks embedded) on each record that is
+        still about that version."""
+        rows = list(counts)
+        for start in range(0, len(rows), 500):
+            part = rows[start : start + 500]
+            args = [str(value) for _, *values in part for value in values]
+            with translated_errors():
+                self._counts(keys=[_PREFIX + key for key, *_ in part], args=args)
 
     def records(self, keys: Iterable[str]) -> list[ProgressRecord | None]:
         key_list = list(keys)
@@ -127,4 +157,6 @@ def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
         error=fields.get("error") or None,
         updated_at=datetime.fromisoformat(fields["updated_at"]),
         batch=fields.get("batch") or None,
+        reused=int(fields["reused"]) if "reused" in fields else None,
+        embedded=int(fields["embedded"]) if "embedded" in fields else None,
     )

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
         240, ge=16, description="Most tokens in a chunk, without special tokens; + 2 must fit the model."
     )
     chunk_overlap_tokens: int = Field(32, ge=0, description="Tokens shared by neighbouring chunks.")
+    chunk_sections: bool = Field(
+        True,
+        description="Chunks never cross paragraph sections chosen by the paragraphs' own words, so an "
+        "edited paragraph re-embeds its own chunks only; false packs the whole text.",
+    )
 
     # Input limits.
     max_document_bytes: int = Field(1_000_000, ge=1, description="Largest document text, UTF-8 bytes.")

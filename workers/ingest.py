@@ -33,8 +33,9 @@ def parse(documents: list[dict[str, Any]]) -> Parsed:
     parsed = Parsed([], [])
     for raw in documents:
         try:
-            fields = {k: v for k, v in raw.items() if k != "version"}
-            parsed.accepted.append(Accepted(DocumentIn.model_validate(fields), int(raw["version"])))
+            fields = {k: v for k, v in raw.items() if k not in ("version", "force")}
+            document = DocumentIn.model_validate(fields)
+            parsed.accepted.append(Accepted(document, int(raw["version"]), raw.get("force") is True))
         except (ValidationError, KeyError, TypeError, ValueError, AttributeError) as exc:
             ref = _ref(raw)
             if ref is None:

@@ -95,7 +95,8 @@ def batch_refs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[DocRef]:
         found: list[DocRef] = []
         for raw in documents:
             try:
-                doc = DocumentIn.model_validate({k: v for k, v in raw.items() if k != "version"})
+                fields = {k: v for k, v in raw.items() if k not in ("version", "force")}
+                doc = DocumentIn.model_validate(fields)
             except ValueError:
                 continue
             found.append((document_key(doc.user_id, doc.document_id), int(raw.get("version", 0))))

@@ -23,6 +23,8 @@ class Accepted:
 
     document: DocumentIn
     version: int
+    force: bool = False
+    """Redo everything: no stored vector is reused (``engram ingest --force``)."""
 
     @property
     def ref(self) -> DocRef:
@@ -64,6 +66,7 @@ class ChunkStage:
             content_hash=content_hash(document.text),
             received_at=utc_now(),
             chunks=chunks,
+            force=accepted.force,
         )
 
     def run(self, batch_id: str, batch: Sequence[Accepted]) -> ChunkResult:

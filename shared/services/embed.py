@@ -5,18 +5,27 @@ embedded text by text, and the refused documents are recorded failed and left ou
 A task that is killed, or that reaches its time budget, leaves the slices it finished in staging:
 the next run (a redelivery, or the continuation the task sends itself) embeds only the rest, so
 a batch of any size is embedded in tasks that each stay well inside the time limit.
+
+A chunk whose text its document's stored version already holds, embedded by this model, takes
+that stored vector (``StoredVectors``) rather than going to the embedder: re-ingesting a
+document with one paragraph edited embeds only the chunks that changed, and a change of its
+metadata alone embeds nothing. The same text and model give the same vector, so the stored one is
+the one the embedder would make.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from shared.embedding.base import Embedder, Vectors
-from shared.errors import PermanentError, StagingMissing
+from shared.errors import PermanentError, ServiceUnavailable, StagingMissing, TransientError
+from shared.models import StagedDocument
 from shared.services.refs import DocRef, ProgressLog
 from shared.staging import Staging
 
@@ -28,16 +37,37 @@ class EmbedResult:
     complete: bool
     chunks: int
     embedded_now: int
+    reused: int = 0
+    """Chunks of the batch that took their stored vector instead of being embedded."""
     already_written: bool = False
     """A redelivered message of a batch whose write already finished: nothing to do or send."""
 
 
+class StoredVectors(Protocol):
+    """The vectors a store holds for documents' current chunks (``shared.stores.neo4j_incremental``)."""
+
+    def stored_vectors(
+        self, wanted: Mapping[str, set[str]], model: str
+    ) -> dict[tuple[str, str], list[float]]:
+        """Per (document key, chunk content hash) of ``wanted`` (hashes by document key), the vector
+        of that document's stored chunk of that text, embedded by ``model``."""
+        ...
+
+
 class EmbedStage:
-    def __init__(self, embedder: Embedder, staging: Staging, progress: ProgressLog, slice_size: int) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        staging: Staging,
+        progress: ProgressLog,
+        slice_size: int,
+        stored: StoredVectors | None = None,
+    ) -> None:
         self._embedder = embedder
         self._staging = staging
         self._progress = progress
         self._slice = slice_size
+        self._stored = stored
 
     def run(self, batch_id: str, deadline: float) -> EmbedResult:
         """Embeds what is not staged yet, stopping between slices once ``deadline`` (monotonic) passed."""
@@ -50,27 +80,76 @@ class EmbedStage:
         texts = [chunk.content for doc in documents for chunk in doc.chunks]
         owners = [(doc.key, doc.version) for doc in documents for _ in doc.chunks]
         done = self._staging.vector_slices(batch_id)
+        remaining = any(start not in done for start in range(0, len(texts), self._slice))
+        reused = self._reusable(documents) if remaining else {}
         embedded = 0
         for start in range(0, len(texts), self._slice):
             if start in done:
                 continue
             if embedded and time.monotonic() > deadline:
                 return EmbedResult(complete=False, chunks=len(texts), embedded_now=embedded)
-            part = texts[start : start + self._slice]
-            try:
-                vectors = self._embedder.embed(part)
-            except PermanentError as exc:
-                log.warning(
-                    "embedder refused a slice of batch %s (%s); embedding it text by text", batch_id, exc
-                )
-                vectors = self._embed_one_by_one(batch_id, part, owners[start : start + self._slice])
-            self._staging.put_vector_slice(batch_id, start, self._embedder.model_name, vectors)
-            embedded += len(vectors)
+            positions = range(start, min(start + self._slice, len(texts)))
+            fresh = [i for i in positions if i not in reused]
+            vectors = self._embed(batch_id, [texts[i] for i in fresh], [owners[i] for i in fresh])
+            rows = dict(zip(fresh, vectors, strict=True))
+            dimension = vectors.shape[1] if fresh else len(reused[start])
+            part = np.zeros((len(positions), dimension), dtype=np.float32)
+            for row, i in enumerate(positions):
+                part[row] = rows[i] if i in rows else reused[i]
+            self._staging.put_vector_slice(batch_id, start, self._embedder.model_name, part)
+            embedded += len(fresh)
         excluded = self._staging.excluded(batch_id)
-        self._progress.set(
-            [(d.key, d.version) for d in documents if d.key not in excluded], "writing", batch=batch_id
-        )
-        return EmbedResult(complete=True, chunks=len(texts), embedded_now=embedded)
+        written = [d for d in documents if d.key not in excluded]
+        if remaining:  # else a redelivery of a batch embedded whole: its counts are recorded
+            self._count(documents, written, reused)
+        self._progress.set([(d.key, d.version) for d in written], "writing", batch=batch_id)
+        return EmbedResult(complete=True, chunks=len(texts), embedded_now=embedded, reused=len(reused))
+
+    def _embed(self, batch_id: str, texts: list[str], owners: list[DocRef]) -> Vectors:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        try:
+            return self._embedder.embed(texts)
+        except PermanentError as exc:
+            log.warning("embedder refused a slice of batch %s (%s); embedding it text by text", batch_id, exc)
+            return self._embed_one_by_one(batch_id, texts, owners)
+
+    def _reusable(self, documents: list[StagedDocument]) -> dict[int, list[float]]:
+        """By the chunk's place in the batch, the stored vectors its chunks can take. Without the
+        store (Neo4j unreachable) nothing is reused: the embedder makes them all, as before."""
+        if self._stored is None:
+            return {}
+        wanted = {doc.key: {chunk.content_hash for chunk in doc.chunks} for doc in documents if not doc.force}
+        try:
+            found = self._stored.stored_vectors(wanted, self._embedder.model_name)
+        except (ServiceUnavailable, TransientError) as exc:
+            log.warning("stored vectors unreadable (%s); embedding every chunk", exc)
+            return {}
+        reusable: dict[int, list[float]] = {}
+        position = 0
+        for doc in documents:
+            for chunk in doc.chunks:
+                vector = found.get((doc.key, chunk.content_hash))
+                if vector is not None:
+                    reusable[position] = vector
+                position += 1
+        return reusable
+
+    def _count(
+        self, documents: list[StagedDocument], written: list[StagedDocument], reused: dict[int, list[float]]
+    ) -> None:
+        """Each document's chunks reused and embedded, on its progress record."""
+        first: dict[str, int] = {}
+        position = 0
+        for doc in documents:
+            first[doc.key] = position
+            position += len(doc.chunks)
+        counts = []
+        for doc in written:
+            start = first[doc.key]
+            taken = sum(1 for i in range(start, start + len(doc.chunks)) if i in reused)
+            counts.append((doc.key, doc.version, taken, len(doc.chunks) - taken))
+        self._progress.set_counts(counts)
 
     def _embed_one_by_one(self, batch_id: str, texts: list[str], owners: list[DocRef]) -> Vectors:
         """A refused text fails its document alone: its row stays zero, its document is excluded."""

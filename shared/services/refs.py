@@ -26,3 +26,7 @@ class ProgressLog(Protocol):
         batch: str | None = None,
         force: bool = False,
     ) -> None: ...
+
+    def set_counts(self, counts: Iterable[tuple[str, int, int, int]]) -> None:
+        """(document key, version, chunks reused, chunks embedded), kept on that version's record."""
+        ...

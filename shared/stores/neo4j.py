@@ -259,6 +259,7 @@ class Neo4jStore:
                     "title": doc.title,
                     "uri": doc.uri,
                     "content_hash": staged.content_hash,
+                    "fingerprint": doc.fingerprint(),
                     "metadata": json.dumps(doc.metadata, sort_keys=True),
                     "chunk_count": len(staged.chunks),
                     "created_at": doc.created_at or staged.received_at,

@@ -64,6 +64,7 @@ WITH d, doc, gone WHERE coalesce(doc.version, 0) <= d.version
 SET doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
     doc.session_id = d.session_id, doc.source = d.source, doc.title = d.title, doc.uri = d.uri,
     doc.content_hash = d.content_hash, doc.metadata = d.metadata, doc.chunk_count = d.chunk_count,
+    doc.fingerprint = d.fingerprint,
     doc.created_at = coalesce(d.given_created_at, doc.created_at), doc.ingested_at = $now,
     doc.version = d.version
 FOREACH (tombstone IN CASE WHEN gone IS NULL THEN [] ELSE [gone] END | DELETE tombstone)

@@ -59,7 +59,8 @@ class ExpectedMemory:
 
 def make_chunker(settings: Settings) -> Chunker:
     """The chunker the ingest workers use, with the same settings."""
-    return Chunker(load_tokenizer(settings), settings.chunk_size_tokens, settings.chunk_overlap_tokens)
+    s = settings
+    return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens, s.chunk_sections)
 
 
 class Expectation:

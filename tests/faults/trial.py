@@ -130,7 +130,9 @@ class Trial:
         self, docs: list[DocumentIn], client: EngramClient | None = None, batch: int | None = None
     ) -> IngestAccepted:
         accepted = (client or self.context.client).ingest(docs, batch_documents=batch or self.batch)
-        self.accepted(docs, version_of(accepted))
+        # A document found stored as sent is not written again: what was expected of it stays.
+        unchanged = set(getattr(accepted, "unchanged", ()))
+        self.accepted([d for d in docs if d.document_id not in unchanged], version_of(accepted))
         return accepted
 
     def accepted(self, docs: list[DocumentIn], version: int | None) -> None:

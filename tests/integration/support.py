@@ -113,7 +113,8 @@ def cypher(driver: neo4j.Driver, query: str, **params: Any) -> list[dict[str, An
 def wait_until_finished(
     api: TestClient, user_id: str, document_ids: list[str], timeout_s: float = 180
 ) -> dict[str, Any]:
-    """Polls the status endpoint until every document is done or failed; returns the statuses."""
+    """Polls the status endpoint until every document is done, failed or unchanged (stored as
+    posted, so not ingested again); returns the statuses."""
     deadline = time.monotonic() + timeout_s
     statuses: dict[str, Any] = {}
     while time.monotonic() < deadline:
@@ -122,7 +123,7 @@ def wait_until_finished(
             if response.status_code == 200:
                 statuses[document_id] = response.json()
         if len(statuses) == len(document_ids) and all(
-            s["state"] in ("done", "failed") for s in statuses.values()
+            s["state"] in ("done", "failed", "unchanged") for s in statuses.values()
         ):
             return statuses
         time.sleep(0.3)

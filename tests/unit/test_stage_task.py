@@ -12,7 +12,7 @@ from kombu.exceptions import OperationalError
 from shared.errors import ServiceUnavailable
 from shared.ids import document_key
 from workers.ingest import parse
-from workers.stage import _retry, send_next
+from workers.stage import _retry, batch_refs, send_next
 
 
 class UnsentRetryTask:
@@ -67,3 +67,18 @@ def test_a_document_that_no_longer_validates_is_refused_alone() -> None:
     assert [a.document.document_id for a in parsed.accepted] == ["good"]
     assert [ref for ref, _ in parsed.refused] == [(document_key("alice", "marks"), 3)]
     assert "nothing to read" in parsed.refused[0][1]
+
+
+def test_a_forced_document_is_marked_so_and_still_named_when_its_batch_fails() -> None:
+    message = [
+        {"user_id": "alice", "id": "again", "text": "Redo me.", "version": 4, "force": True},
+        {"user_id": "alice", "id": "plain", "text": "Leave me.", "version": 4},
+    ]
+
+    parsed = parse(message)
+
+    assert [(a.document.document_id, a.force) for a in parsed.accepted] == [("again", True), ("plain", False)]
+    assert batch_refs((message,), {}) == [
+        (document_key("alice", "again"), 4),
+        (document_key("alice", "plain"), 4),
+    ]

@@ -48,7 +48,8 @@ def progress(client: fakeredis.FakeRedis) -> Progress:
 @pytest.fixture(scope="module")
 def chunker() -> Chunker:
     settings = Settings(_env_file=None)
-    return Chunker(load_tokenizer(settings), settings.chunk_size_tokens, settings.chunk_overlap_tokens)
+    s = settings
+    return Chunker(load_tokenizer(s), s.chunk_size_tokens, s.chunk_overlap_tokens, s.chunk_sections)
 
 
 def _accepted(document_id: str, text: str, version: int = 10) -> Accepted:
