@@ -116,6 +116,30 @@ class Progress:
                         return found
         return found
 
+    def count_states(self) -> dict[str, int]:
+        """How many documents are in each state (a scan, in pages: for /metrics, cached there)."""
+        counts: dict[str, int] = {}
+        with translated_errors():
+            for page in _pages(self._redis.scan_iter(match=_PREFIX + "*", count=1000), 1000):
+                pipe = self._redis.pipeline(transaction=False)
+                for key in page:
+                    pipe.hget(key.decode(), "state")
+                for state in cast(list[bytes | None], pipe.execute()):
+                    if state is not None:
+                        counts[state.decode()] = counts.get(state.decode(), 0) + 1
+        return counts
+
+
+def _pages(items: Iterable[bytes], size: int) -> Iterable[list[bytes]]:
+    page: list[bytes] = []
+    for item in items:
+        page.append(item)
+        if len(page) == size:
+            yield page
+            page = []
+    if page:
+        yield page
+
 
 def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
     if not raw:
