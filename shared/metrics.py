@@ -56,6 +56,13 @@ def enable_multiprocess(settings: Settings) -> Path:
     return folder
 
 
+def disable_multiprocess() -> None:
+    """For a process that counts nothing of ours and serves metrics of its own (Flower): its
+    values stay in its memory, out of the files /metrics merges."""
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    values.ValueClass = values.MutexValue
+
+
 enable_multiprocess(get_settings())
 
 # Counted by the Celery workers (workers/observe.py) ...

@@ -9,7 +9,8 @@ on the host's loopback only) and asks for basic auth: user ``engram``, the passw
 use, 0600). The password reaches Flower in
 its environment (``FLOWER_BASIC_AUTH``), never on a command line. Flower's HTTP API, which can
 stop workers and revoke tasks, stays off (``FLOWER_UNAUTHENTICATED_API`` is never set). Its log
-lines are Engram's (JSON unless ``ENGRAM_LOG_FORMAT=text``).
+lines are Engram's (JSON unless ``ENGRAM_LOG_FORMAT=text``); its metrics are its own, at its
+``/metrics`` (behind the same basic auth), not in the app's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 
 from pydantic import SecretStr
 
-from shared import logging_setup, secrets
+from shared import logging_setup, metrics, secrets
 from shared.settings import Settings, get_settings
 
 USER = "engram"
@@ -39,6 +40,8 @@ def main(argv: list[str]) -> int:
     os.environ.pop("FLOWER_UNAUTHENTICATED_API", None)
     os.environ["FLOWER_BASIC_AUTH"] = f"{USER}:{password(settings).get_secret_value()}"
     logging_setup.configure(logging_setup.resolved_format(settings, service=True) or "json")
+    # Flower's own metrics (flower_*) are served at its own /metrics, not merged into the app's.
+    metrics.disable_multiprocess()
     from celery.bin.celery import main as celery
 
     sys.argv = [

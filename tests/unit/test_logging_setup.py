@@ -105,3 +105,21 @@ def test_uvicorns_configuration_loads_and_redacts_query_strings() -> None:
         root.handlers, root.level = saved
         for name in ("uvicorn", "uvicorn.access", "uvicorn.error"):
             logging.getLogger(name).handlers = []
+
+
+def test_text_is_for_people_with_the_same_ids() -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    stream = io.StringIO()
+    try:
+        logging_setup.configure("text", logging.INFO, stream)
+        logging_setup.bind_task("t-3", "engram.write.write_batch", "write", [], [("key-9", 2)])
+        logging.getLogger("celery.app.trace").info("Task %s succeeded", "t-3")
+    finally:
+        logging_setup.clear_task()
+        root.handlers, root.level = saved
+        logging.captureWarnings(False)
+    (line,) = stream.getvalue().splitlines()
+    assert line.split()[1:] and "Task t-3 succeeded" in line
+    assert "task_id=t-3" in line and "stage=write" in line and "document=key-9" in line
+    assert not line.startswith("{")
