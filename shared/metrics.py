@@ -24,6 +24,7 @@ the series stay few and nothing of a tenant's shows in them.
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import socket
 import threading
@@ -40,17 +41,24 @@ from prometheus_client.registry import Collector
 
 from shared.settings import Settings, get_settings
 
+log = logging.getLogger(__name__)
+
 
 def process_dir(settings: Settings) -> Path:
     """This host's folder of multiprocess files."""
     return settings.metrics_path / socket.gethostname()
 
 
-def enable_multiprocess(settings: Settings) -> Path:
+def enable_multiprocess(settings: Settings) -> Path | None:
     """Makes this process write its metric values to files (before any value exists: every
-    metric here has labels, so a value is made at its first ``labels()``)."""
+    metric here has labels, so a value is made at its first ``labels()``). A folder that cannot
+    be made (a CLI run where the data folder is read-only) leaves them in memory, with a warning."""
     folder = process_dir(settings)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("metrics stay in this process's memory: cannot make %s (%s)", folder, exc)
+        return None
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
     return folder

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import uuid
 from pathlib import Path
@@ -16,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from producers.api import app
 from producers.metrics_api import route_template
 from shared import metrics
-from shared.settings import get_settings
+from shared.settings import Settings, get_settings
 
 
 def scrape(
@@ -174,3 +175,14 @@ def test_the_grafana_dashboard_asks_only_for_metrics_that_exist() -> None:
     )
     gauges = {family.name for family in metrics.StoreCollector(lambda: full, 0).collect()}
     assert asked and asked <= counted | gauges, asked - counted - gauges
+
+
+def test_a_metrics_folder_that_cannot_be_made_leaves_the_files_as_they_were(tmp_path: Path) -> None:
+    # Given a metrics folder under a file (as unmakeable as one on a read-only disk)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    before = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    # When a process asks for multiprocess mode there, it is refused without an error
+    assert metrics.enable_multiprocess(Settings(_env_file=None, metrics_dir=blocker / "metrics")) is None
+    # Then this process keeps writing where it did
+    assert os.environ.get("PROMETHEUS_MULTIPROC_DIR") == before
