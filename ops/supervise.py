@@ -4,6 +4,7 @@
     .venv/bin/python ops/supervise.py wait       # until every program runs and answers
     .venv/bin/python ops/supervise.py leftovers  # what ops/ started for this data dir and still runs
     .venv/bin/python ops/supervise.py leftovers --programs  # only workers, beat, app: any is an orphan
+    .venv/bin/python ops/supervise.py wipe-metrics  # before a fresh start (shared/metrics.py)
 
 supervisord runs the programs directly (no shell in between), restarts one that dies, and stops
 each with its process group. Its socket, pid file and logs are in the data dir, so the demo
@@ -26,12 +27,13 @@ from typing import Any
 
 import httpx
 
+from shared import logging_setup
 from shared.settings import Settings, get_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
-# Start order; supervisord stops in the reverse: the app, then beat, then the workers all at once.
-WORKERS_PRIORITY, BEAT_PRIORITY, API_PRIORITY = 100, 200, 300
+# Start order; supervisord stops in the reverse: Flower and the app, then beat, then the workers.
+WORKERS_PRIORITY, BEAT_PRIORITY, API_PRIORITY, FLOWER_PRIORITY = 100, 200, 300, 300
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,15 @@ def config(settings: Settings) -> str:
     # One group: supervisord stops a group's programs at once, and stops groups one by one.
     programs = ",".join(f"worker-{w.name}" for w in workers)
     sections.append(f"[group:workers]\nprograms={programs}\npriority={WORKERS_PRIORITY}")
-    beat = _quote(celery, "-A", "workers.app", "beat", "--loglevel", "INFO")
+    # Beat prints a banner before its logging starts: not a JSON line, so not with JSON logs.
+    quiet = ("--quiet",) if logging_setup.resolved_format(settings, service=True) == "json" else ()
+    beat = _quote(celery, *quiet, "-A", "workers.app", "beat", "--loglevel", "INFO")
     beat += " " + _quote("--schedule", paths.run / "beat-schedule")
     sections.append(_program("beat", beat, paths, BEAT_PRIORITY, 10))
     sections.append(_program("api", _quote(VENV / "bin" / "engram", "serve"), paths, API_PRIORITY, 10))
+    # Flower on 127.0.0.1, behind basic auth (ops/flower.py): the workers, tasks and queues.
+    flower = _quote(VENV / "bin" / "python", "-m", "workers.flower")
+    sections.append(_program("flower", flower, paths, FLOWER_PRIORITY, 10))
     return "\n\n".join(sections) + "\n"
 
 
@@ -279,7 +286,9 @@ def _started_here(process: Path, args: list[str], data_dir: Path, programs_only:
     launched = [_absolute(process, arg) for arg in args[:2]]
     if any(path.startswith(f"{VENV}/") for path in launched):
         if programs_only and not (
-            f"{VENV}/bin/celery" in launched or (f"{VENV}/bin/engram" in launched and "serve" in args)
+            f"{VENV}/bin/celery" in launched
+            or (f"{VENV}/bin/engram" in launched and "serve" in args)
+            or (f"{VENV}/bin/python" in launched and "workers.flower" in args)
         ):
             return False
         return Path(_environ(process).get("ENGRAM_DATA_DIR", "/nonexistent")).absolute() == data_dir
@@ -318,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("config", help="print supervisord.conf for this data dir")
     waiting = commands.add_parser("wait", help="wait until every program runs and answers")
     waiting.add_argument("--timeout", type=float, default=180.0)
+    commands.add_parser("wipe-metrics", help="remove every process's metric files (a fresh start)")
     left = commands.add_parser("leftovers", help="list what ops/ started here and still runs; exit 1 if any")
     left.add_argument("--programs", action="store_true", help="only what supervisord would run")
     args = parser.parse_args(argv)
@@ -328,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "wait":
         return wait(settings, args.timeout)
+    if args.command == "wipe-metrics":
+        from shared import metrics
+
+        metrics.wipe(settings)
+        return 0
     found = leftovers(settings.data_dir, programs_only=args.programs)
     if found:
         print(f"still running for {settings.data_dir.absolute()}:")

@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from producers import admin, health
+from producers import admin, health, metrics_api
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.client import EngramClient
@@ -121,6 +121,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             default_probes().close()
             default_probes.cache_clear()
         admin.close()
+        metrics_api.close()
 
 
 def _problem(description: str) -> dict[str, Any]:
@@ -172,6 +173,8 @@ def caller(
 
 CallerDep = Annotated[Caller, Depends(caller)]
 
+# Counts every request by its route's template and status, the guard's answers too.
+app.add_middleware(metrics_api.HTTPMetrics, routes=app.router.routes)
 app.add_middleware(StampArrival)  # outermost: the moment a request arrives, before anything else
 
 
@@ -488,3 +491,4 @@ async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOvervie
 
 # Routes of their own modules, on the same app, guards and error answers.
 app.include_router(entities_router)
+app.include_router(metrics_api.router)

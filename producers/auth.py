@@ -7,7 +7,8 @@
 ``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: the body is read,
 bounded, to check it). An
 anonymous request is answered 401 without its body being read. The caller is put in the ASGI scope
-for the routes (``caller``). ``/healthz`` and the OpenAPI pages are open.
+for the routes (``caller``). ``/metrics`` is checked as ``/api`` is (its route wants an admin
+key). ``/healthz`` and the OpenAPI pages are open.
 
 With ``ENGRAM_AUTH_MODE=local`` there are no keys: every request acts as an admin, and only
 loopback clients are served (settings refuse a non-loopback ``ENGRAM_API_HOST`` in that mode).
@@ -102,7 +103,7 @@ class AuthGuard:
             )
             return
         path: str = scope["path"]
-        if not (path == "/api" or path.startswith("/api/")):
+        if not (path == "/api" or path.startswith("/api/") or path == "/metrics"):
             await self.app(scope, receive, send)
             return
         if settings.auth_mode == "local":

@@ -20,6 +20,7 @@ from producers import restore_cli
 from producers.client import EngramClient
 from producers.files import read_documents
 from producers.graph_cli import register as register_graph_commands
+from shared import logging_setup
 from shared.auth import KeyInfo
 from shared.confusables import confusable_with
 from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
@@ -32,6 +33,10 @@ from shared.settings import get_settings, is_loopback
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Text as Python writes it, unless ENGRAM_LOG_FORMAT asks (engram serve: its own, below).
+    fmt = logging_setup.resolved_format(get_settings(), service=False)
+    if fmt is not None and args.run is not _serve:
+        logging_setup.configure(fmt, get_settings().log_level.upper())
     # The driver warns on each retry of a refused connection; the one line below says it all.
     logging.getLogger("neo4j").setLevel(logging.ERROR)
     try:
@@ -597,10 +602,9 @@ def _serve(args: argparse.Namespace) -> int:
     # Several processes share the port (uvicorn's supervisor restarts one that dies); each has
     # its own event loop, thread pool and bound of waiting searches. The access log names paths
     # without their query strings (shared/log_privacy.py).
-    log_config = {**uvicorn.config.LOGGING_CONFIG}
-    log_config["filters"] = {"redact_query": {"()": "shared.log_privacy.RedactQuery"}}
-    log_config["handlers"] = {**log_config["handlers"]}
-    log_config["handlers"]["access"] = {**log_config["handlers"]["access"], "filters": ["redact_query"]}
+    # Every logger, uvicorn's and ours, one JSON object a line (ENGRAM_LOG_FORMAT=text: for people).
+    fmt = logging_setup.resolved_format(settings, service=True) or "json"
+    log_config = logging_setup.uvicorn_config(fmt, settings.log_level)
     # httptools (llhttp) parses strictly: a request with both Content-Length and
     # Transfer-Encoding, or a header line ended by a bare LF, is a 400 and the connection closed
     # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling).

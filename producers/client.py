@@ -389,6 +389,14 @@ class EngramClient:
                 answer.forget()
         return not outcome.get("error")
 
+    def queue_depths(self) -> dict[str, int]:
+        with translated_errors():
+            return {name: cast(int, self._redis.llen(name)) for name in QUEUES}
+
+    def document_states(self) -> dict[str, int]:
+        """Documents with a progress record, by state (Redis alone)."""
+        return self._progress.count_states()
+
     def overview(self) -> dict[str, Any]:
         """Queue lengths, the vector_sync counts and sync health of the whole store, and the
         reconciler's last pass."""

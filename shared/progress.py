@@ -70,6 +70,24 @@ return #KEYS
 """
 
 
+# ARGV: a SCAN cursor, the key pattern, the page size. Returns the next cursor, then state, count
+# pairs of the page's records. Reads keys it is not given (a scan): one Redis, not a cluster.
+_COUNT_PAGE = """
+local found = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+local counts = {}
+for _, key in ipairs(found[2]) do
+    local state = redis.call('HGET', key, 'state')
+    if state then counts[state] = (counts[state] or 0) + 1 end
+end
+local reply = {found[1]}
+for state, count in pairs(counts) do
+    reply[#reply + 1] = state
+    reply[#reply + 1] = count
+end
+return reply
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class ProgressRecord:
     state: DocumentState
@@ -90,6 +108,7 @@ class Progress:
         self._ttl_s = ttl_s
         self._set = client.register_script(_SET)
         self._counts = client.register_script(_COUNTS)
+        self._count_page = client.register_script(_COUNT_PAGE)
 
     def set(
         self,
@@ -145,6 +164,21 @@ class Progress:
                     if len(found) >= limit:
                         return found
         return found
+
+    def count_states(self, page: int = 1000) -> dict[str, int]:
+        """How many documents are in each state: a scan, a page a call, each page counted inside
+        Redis (a short script), so only the counts travel. For /metrics, which caches it."""
+        counts: dict[str, int] = {}
+        cursor = "0"
+        with translated_errors():
+            while True:
+                reply = cast(list[bytes | int], self._count_page(args=[cursor, _PREFIX + "*", page]))
+                cursor = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
+                for state, count in zip(reply[1::2], reply[2::2], strict=True):
+                    name = state.decode() if isinstance(state, bytes) else str(state)
+                    counts[name] = counts.get(name, 0) + int(count)
+                if cursor == "0":
+                    return counts
 
 
 def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:

@@ -353,7 +353,32 @@ class Settings(BaseSettings):
     )
     api_keep_alive_s: int = Field(5, ge=1, description="An idle kept-alive connection is closed after this.")
 
-    @field_validator("redis_password", "signing_key", "qdrant_api_key", "embedding_api_key", mode="before")
+    # Logs and metrics (shared/logging_setup.py, shared/metrics.py).
+    log_format: Literal["json", "text"] | None = Field(
+        None,
+        description="json: a JSON object a line; text: for people. Unset: json for services, text for CLI.",
+    )
+    log_level: str = Field("INFO", description="Level of the app's and the CLI's logs (workers: --loglevel).")
+    metrics_dir: Path | None = Field(
+        None, description="prometheus-client's multiprocess files of every process; default data_dir/metrics."
+    )
+    flower_address: str = Field("127.0.0.1", description="Flower's address (python -m workers.flower).")
+    flower_port: int = Field(5555, ge=1, le=65535, description="Flower's port.")
+    flower_password: SecretStr | None = Field(
+        None, description="Flower basic-auth password (user engram); unset: data_dir/secrets/flower.password."
+    )
+    metrics_cache_s: float = Field(
+        10.0, ge=0, description="How long /metrics reuses the counts it read from Redis and Neo4j."
+    )
+
+    @field_validator(
+        "redis_password",
+        "signing_key",
+        "qdrant_api_key",
+        "embedding_api_key",
+        "flower_password",
+        mode="before",
+    )
     @classmethod
     def _empty_secret_is_unset(cls, value: object) -> object:
         """An empty variable (``ENGRAM_REDIS_PASSWORD=``) means no secret, not an empty one."""
@@ -426,6 +451,10 @@ class Settings(BaseSettings):
     @property
     def qdrant_local_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.metrics_dir or self.data_dir / "metrics"
 
     @property
     def redis_password_file(self) -> Path:

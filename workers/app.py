@@ -9,6 +9,7 @@ from __future__ import annotations
 from celery import Celery
 from kombu.entity import Queue
 
+import workers.observe  # noqa: F401  (logs and metrics of every worker and beat: Celery's signals)
 from shared import redis_client
 from shared.log_privacy import quiet_task_results
 from shared.settings import Settings, get_settings

@@ -201,7 +201,9 @@ services_start() {
         # Programs without their supervisor (it was killed) would meet their own second copies.
         "$PY" "$ENGRAM_ROOT/ops/supervise.py" leftovers --programs ||
             fail "the processes above run without their supervisor; stop them (kill PID) and start again"
-        say "starting supervisord: the workers, beat and the HTTP app on 127.0.0.1:$ENGRAM_API_PORT"
+        say "starting supervisord: the workers, beat, the HTTP app on 127.0.0.1:$ENGRAM_API_PORT and Flower"
+        # Counters start from zero with the stack, never when one program restarts (shared/metrics.py).
+        "$PY" "$ENGRAM_ROOT/ops/supervise.py" wipe-metrics
         printf '%s\n' "$wanted" >"$SUPERVISOR_CONF"
         "$VENV/bin/supervisord" -c "$SUPERVISOR_CONF"
     fi

@@ -214,6 +214,8 @@ def test_a_worker_prints_no_password_at_start_nor_when_it_cannot_connect(tmp_pat
     (tmp_path / "secrets" / "redis.password").write_text(_PASSWORD)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ENGRAM_")}
     env.update(ENGRAM_DATA_DIR=str(tmp_path), ENGRAM_REDIS_URL="redis://127.0.0.1:9/0")
+    # Text logs, for the banner (a worker writing JSON lines prints none)
+    env["ENGRAM_LOG_FORMAT"] = "text"
     log = tmp_path / "worker.log"
     celery = str(Path(sys.executable).with_name("celery"))
     command = [celery, "-A", "workers.app", "worker", "-Q", "query", "--pool", "solo", "-n", "t@%h"]

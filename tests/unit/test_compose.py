@@ -24,12 +24,13 @@ def _words(value: Any) -> str:
     return " ".join(value) if isinstance(value, list) else str(value or "")
 
 
-def test_only_the_app_publishes_a_port_and_on_loopback_unless_configured() -> None:
+def test_only_the_app_and_flower_publish_a_port_and_on_loopback_unless_configured() -> None:
     services = _compose()["services"]
 
     published = {name: service["ports"] for name, service in services.items() if "ports" in service}
 
-    assert list(published) == ["api"]
+    assert list(published) == ["api", "flower"]
+    assert published["flower"] == ["127.0.0.1:${ENGRAM_FLOWER_PORT:-5555}:5555"]
     assert published["api"] == ["${ENGRAM_PUBLISH_ADDRESS:-127.0.0.1}:${ENGRAM_PUBLISH_PORT:-8000}:8000"]
     # inside its container the app listens on every interface of the project network
     command = services["api"]["command"]
@@ -73,3 +74,17 @@ def test_no_secret_is_on_a_command_line() -> None:
         command = _words(service.get("command")) + _words(service.get("entrypoint"))
         assert not any(secret in command for secret in SECRETS), name
         assert "requirepass" not in command, name
+
+
+def test_every_engram_service_shares_the_metrics_volume_and_logs_json() -> None:
+    compose = _compose()
+    engram = {name: s for name, s in compose["services"].items() if s.get("image") == "engram:latest"}
+
+    assert "flower" in engram
+    for name, service in engram.items():
+        assert "metrics:/var/lib/engram-metrics" in service["volumes"], name
+        assert service["environment"]["ENGRAM_METRICS_DIR"] == "/var/lib/engram-metrics", name
+        assert service["environment"]["ENGRAM_LOG_FORMAT"] == "${ENGRAM_LOG_FORMAT:-json}", name
+    # memory only: the counters start again with the project, never left from an earlier run
+    assert compose["volumes"]["metrics"]["driver_opts"]["type"] == "tmpfs"
+    assert "--quiet" in compose["services"]["beat"]["command"]
