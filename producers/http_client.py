@@ -221,11 +221,13 @@ class _Operations:
     """The requests of every operation, shared by the sync and async clients."""
 
     @staticmethod
-    def ingest(documents: Document | Iterable[Document]) -> _Call[IngestAccepted]:
-        if isinstance(documents, DocumentBody | Mapping):
+    def ingest(documents: Document | Iterable[Document], force: bool = False) -> _Call[IngestAccepted]:
+        if isinstance(documents, DocumentBody | Mapping) and not force:
             body: Any = _document(documents)
         else:
-            body = {"documents": [_document(d) for d in documents]}
+            one = isinstance(documents, DocumentBody | Mapping)
+            listed = [_document(documents)] if one else [_document(d) for d in documents]  # type: ignore[arg-type]
+            body = {"documents": listed, **({"force": True} if force else {})}
         return _Call("POST", "/api/documents", IngestAccepted.model_validate, body=body)
 
     @staticmethod
@@ -398,10 +400,11 @@ class EngramHTTP(_Base):
 
     # Ingestion and documents.
 
-    def ingest(self, documents: Document | Iterable[Document]) -> IngestAccepted:
+    def ingest(self, documents: Document | Iterable[Document], force: bool = False) -> IngestAccepted:
         """One document (a ``DocumentBody`` or a mapping of its fields) or several in one request:
-        every one is checked by the app before any is enqueued (202)."""
-        return self._run(_Operations.ingest(documents))
+        every one is checked by the app before any is enqueued (202). One stored exactly as given
+        already is listed ``unchanged`` and not enqueued; ``force`` redoes it."""
+        return self._run(_Operations.ingest(documents, force))
 
     def update(self, document_id: str, document: Document) -> IngestAccepted:
         """Replaces a document: re-chunked and re-embedded at a new version."""
@@ -532,8 +535,8 @@ class AsyncEngramHTTP(_Base):
             await self._pause(delay)
             attempt += 1
 
-    async def ingest(self, documents: Document | Iterable[Document]) -> IngestAccepted:
-        return await self._run(_Operations.ingest(documents))
+    async def ingest(self, documents: Document | Iterable[Document], force: bool = False) -> IngestAccepted:
+        return await self._run(_Operations.ingest(documents, force))
 
     async def update(self, document_id: str, document: Document) -> IngestAccepted:
         return await self._run(_Operations.update(document_id, document))

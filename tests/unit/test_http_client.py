@@ -92,6 +92,15 @@ def test_a_bearer_key_and_a_batch() -> None:
     assert json.loads(request.content) == {"documents": [{"text": "a"}, {"text": "b", "id": "x"}]}
 
 
+def test_force_sends_a_batch_that_asks_for_the_work_again() -> None:
+    app, slept = App(httpx.Response(202, json=ACCEPTED)), []
+
+    sync_client(app, slept).ingest({"text": "a", "id": "x"}, force=True)
+
+    (request,) = app.requests
+    assert json.loads(request.content) == {"documents": [{"text": "a", "id": "x"}], "force": True}
+
+
 @pytest.mark.parametrize(
     ("document_id", "raw_path"),
     [
