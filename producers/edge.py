@@ -26,6 +26,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from producers.threads import INLINE_BYTES, off_the_loop
+
 
 class ProblemItem(BaseModel):
     """One thing wrong with a request: where (``loc``, as FastAPI names it) and what."""
@@ -105,13 +107,17 @@ def loads_strict(text: str, what: str = "the body") -> Any:
     return parsed
 
 
-def check_json(body: bytes) -> None:
-    """Raises ``StrictJsonError`` naming what makes ``body`` unacceptable JSON."""
+def check_json(body: bytes) -> Any:
+    """``body`` parsed, or ``StrictJsonError`` naming what makes it unacceptable JSON."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StrictJsonError(f"the body is not UTF-8 (byte {exc.start})") from exc
-    loads_strict(text)
+    return loads_strict(text)
+
+
+# Where BodyGuard leaves a JSON body it parsed, with the body: (body, value), for the route.
+PARSED_JSON = "engram.parsed_json"
 
 
 async def one_value_each(request: Request) -> None:
@@ -172,10 +178,13 @@ class BodyGuard:
             return
         if body and "json" in headers.get("content-type", ""):
             try:
-                check_json(body)
+                # A large body is parsed on a worker thread: the event loop keeps serving.
+                inline = len(body) <= INLINE_BYTES
+                parsed = check_json(body) if inline else await off_the_loop(check_json, body)
             except StrictJsonError as exc:
                 await answer(send, 422, str(exc), [ProblemItem(loc=["body"], msg=str(exc), type="json")])
                 return
+            scope[PARSED_JSON] = (body, parsed)
         await self.app(scope, replay(body, receive), send)
 
 
