@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from producers.edge import PARSED_JSON, loads_strict
+from producers.edge import PARSED_JSON, StrictJsonError, check_json
 from producers.threads import INLINE_BYTES, off_the_loop
 
 REF = "#/components/schemas/{model}"
@@ -93,7 +93,10 @@ class JsonBody:
 
 
 def _parse(raw: bytes) -> Any:
-    return loads_strict(raw.decode("utf-8"))
+    try:
+        return check_json(raw)
+    except StrictJsonError as exc:
+        raise RequestValidationError([{"loc": ("body",), "msg": str(exc), "type": "json"}]) from None
 
 
 def add_body_schemas(app: FastAPI) -> None:
