@@ -218,3 +218,10 @@ def test_the_document_bounds_top_k_as_the_search_does(api: TestClient, tenant: s
     assert top_k == {"type": "integer", "minimum": 1}
     response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": -2391})
     assert response.status_code == 422
+
+
+def test_a_restore_takes_booleans_as_booleans_only(api: TestClient) -> None:
+    # The full fuzz run: {"fresh": 0, "dry_run": 0} started a restore; the document says boolean
+    for body in ({"dry_run": 1}, {"dry_run": "true"}, {"dry_run": True, "fresh": 0}, {"dry_run": "yes"}):
+        response = api.post("/api/admin/restore", json=body)
+        assert response.status_code == 422, (body, response.text)
