@@ -7,13 +7,14 @@ id); ``GET /api/admin/restore?to=neo4j`` shows its checkpoint: state, how far, t
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from producers.auth import caller_of
+from producers.bodies import JsonBody
 from producers.client import EngramClient
 from shared.errors import Forbidden
 from shared.models import Identifier
@@ -28,8 +29,10 @@ class RestoreRequest(BaseModel):
     user_id: Identifier | None = Field(
         None, description="Only this tenant's memories; absent: every tenant's."
     )
-    dry_run: bool = False
-    fresh: bool = Field(False, description="Start over rather than resume from the checkpoint.")
+    # Strict: a boolean is true or false, as the OpenAPI document says (pydantic alone reads 0 and
+    # "yes"; the fuzz run's {"fresh": 0, "dry_run": 0} started a restore).
+    dry_run: StrictBool = False
+    fresh: StrictBool = Field(False, description="Start over rather than resume from the checkpoint.")
 
 
 class RestoreStarted(BaseModel):
@@ -54,8 +57,15 @@ def _admin(request: Request) -> None:
         raise Forbidden("an admin key is required for /api/admin")
 
 
-@router.post("/restore", status_code=202, response_model=RestoreStarted)
-async def start_restore(body: RestoreRequest, request: Request) -> RestoreStarted:
+_restore_body = JsonBody(RestoreRequest, "RestoreRequest")  # validated off the loop when large
+
+
+@router.post(
+    "/restore", status_code=202, response_model=RestoreStarted, openapi_extra=_restore_body.openapi_extra
+)
+async def start_restore(
+    body: Annotated[RestoreRequest, Depends(_restore_body)], request: Request
+) -> RestoreStarted:
     """Sends the restore to the worker that may open Qdrant; poll GET for its progress."""
     _admin(request)
     options = body.model_dump(exclude={"user_id"})

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request, Response, Security
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response, Security
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -31,11 +31,13 @@ from starlette.types import Scope
 from producers import admin, health, metrics_api
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
+from producers.bodies import JsonBody, add_body_schemas
 from producers.client import EngramClient
 from producers.edge import BodyGuard, one_value_each, problem_body
 from producers.entities_api import router as entities_router
 from producers.n8n_items import N8nItem, is_n8n_item
 from producers.searches import Searches
+from producers.slow_clients import BodyDeadline
 from shared.api_models import DeleteWhere, DocumentBatch, DocumentList, Problem, ProblemItem, at_most_a_batch
 from shared.auth import Authenticator, Caller
 from shared.errors import (
@@ -157,6 +159,8 @@ app.include_router(admin.router, responses=ERRORS)
 app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
 # Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
+# Outside both readers of a body: one not complete within ENGRAM_API_BODY_TIMEOUT_S is a 408.
+app.add_middleware(BodyDeadline, timeout=lambda: get_settings().api_body_timeout_s)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: engram keys create")
 _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key (n8n Header Auth)")
@@ -338,6 +342,10 @@ IngestBody = Annotated[
     | Annotated[ItemList, Tag("items")],
     Discriminator(_body_kind),
 ]
+# Bodies are parsed and validated off the event loop when large (producers.bodies).
+_ingest_body = JsonBody(IngestBody, "Body")
+_document_body = JsonBody(DocumentBody, "DocumentBody")
+_search_body = JsonBody(SearchBody, "SearchBody")
 
 
 @app.post(
@@ -345,8 +353,14 @@ IngestBody = Annotated[
     status_code=202,
     response_model=IngestAccepted,
     responses={409: _problem("The same document twice in one request (two versions of it at once).")},
+    openapi_extra=_ingest_body.openapi_extra,
 )
-async def ingest(body: Annotated[IngestBody, Body()], who: CallerDep) -> IngestAccepted:
+async def ingest(
+    body: Annotated[
+        DocumentBody | DocumentBatch | N8nItem | list[DocumentBody] | list[N8nItem], Depends(_ingest_body)
+    ],
+    who: CallerDep,
+) -> IngestAccepted:
     """One document, a list of them, ``{"documents": [...]}``, or n8n's items (``[{"json":
     {...}}, ...]``, each item's ``json`` a document). With a tenant key, every document is the
     key's tenant's: one naming another tenant refuses the whole request (403). A document stored
@@ -386,8 +400,11 @@ async def document_status(
     status_code=202,
     response_model=IngestAccepted,
     responses={409: _problem("The body names another document (its id is not the path's).")},
+    openapi_extra=_document_body.openapi_extra,
 )
-async def update_document(document_id: DocumentIdPath, body: DocumentBody, who: CallerDep) -> IngestAccepted:
+async def update_document(
+    document_id: DocumentIdPath, body: Annotated[DocumentBody, Depends(_document_body)], who: CallerDep
+) -> IngestAccepted:
     """Replaces a document: re-chunked and re-embedded at a new version, its old chunks removed.
     The path names the document; an ``id`` in the body, if any, must be the same."""
     if body.id is not None and body.id != document_id:
@@ -454,8 +471,13 @@ async def delete_memory(memory_id: MemoryIdPath, who: CallerDep, user_id: Tenant
     return result
 
 
-@app.post("/api/memories/delete", response_model=DeleteResult)
-async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
+_delete_body = JsonBody(DeleteWhere, "DeleteWhere")
+
+
+@app.post("/api/memories/delete", response_model=DeleteResult, openapi_extra=_delete_body.openapi_extra)
+async def delete_where(
+    request: Annotated[DeleteWhere, Depends(_delete_body)], who: CallerDep
+) -> DeleteResult:
     """Deletes the tenant's memories matching the filters (only that tenant's)."""
     return await run_in_threadpool(
         client().delete_where, who.tenant_for(request.user_id), request.filters, request.everything
@@ -466,8 +488,11 @@ async def delete_where(request: DeleteWhere, who: CallerDep) -> DeleteResult:
     "/api/memory/semantic-search",
     response_model=SearchResponse,
     responses={504: _problem("No answer within ENGRAM_SEARCH_TIMEOUT_S of the request's arrival.")},
+    openapi_extra=_search_body.openapi_extra,
 )
-async def semantic_search(body: SearchBody, who: CallerDep, http: Request) -> SearchResponse:
+async def semantic_search(
+    body: Annotated[SearchBody, Depends(_search_body)], who: CallerDep, http: Request
+) -> SearchResponse:
     """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
     ``Retry-After`` when ENGRAM_API_MAX_PENDING_SEARCHES already wait in this process."""
     request = body.for_tenant(who.tenant_for(body.user_id))
@@ -492,3 +517,4 @@ async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOvervie
 # Routes of their own modules, on the same app, guards and error answers.
 app.include_router(entities_router)
 app.include_router(metrics_api.router)
+add_body_schemas(app)

@@ -607,10 +607,11 @@ def _serve(args: argparse.Namespace) -> int:
     log_config = logging_setup.uvicorn_config(fmt, settings.log_level)
     # httptools (llhttp) parses strictly: a request with both Content-Length and
     # Transfer-Encoding, or a header line ended by a bare LF, is a 400 and the connection closed
-    # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling).
+    # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling). Its
+    # subclass closes a connection whose headers come too slowly (producers/slow_clients.py).
     uvicorn.run(
         "producers.api:app",
-        http="httptools",
+        http="producers.slow_clients:TimedHttpToolsProtocol",
         limit_concurrency=settings.api_max_connections,
         timeout_keep_alive=settings.api_keep_alive_s,
         log_config=log_config,

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from producers.threads import INLINE_BYTES, off_the_loop
 from shared.api_models import Problem, ProblemItem
 
 
@@ -35,6 +36,18 @@ def problem_body(detail: str, errors: list[ProblemItem] | None = None, service: 
 
 class StrictJsonError(ValueError):
     pass
+
+
+# Keys one object of a request body may hold: a document has 17 fields and 64 metadata keys at
+# most, and each key past a model's fields would cost an error of its own (a million of them, a
+# minute of work for a 12 MB body), so a body's objects are bounded before anything validates them.
+MAX_KEYS = 128
+
+
+def _bounded_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len(pairs) > MAX_KEYS:
+        raise StrictJsonError(f"an object holds {len(pairs)} keys; the limit is {MAX_KEYS}")
+    return _pairs(pairs)
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -76,10 +89,12 @@ def _check_strings(value: Any) -> None:
             stack.extend(item)
 
 
-def loads_strict(text: str, what: str = "the body") -> Any:
-    """``text`` parsed as JSON, or ``StrictJsonError`` naming what makes it unacceptable."""
+def loads_strict(text: str, what: str = "the body", bounded: bool = False) -> Any:
+    """``text`` parsed as JSON, or ``StrictJsonError`` naming what makes it unacceptable;
+    ``bounded``: no object of more than ``MAX_KEYS`` keys (a request body's rule)."""
+    hook = _bounded_pairs if bounded else _pairs
     try:
-        parsed = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant, parse_float=_finite)
+        parsed = json.loads(text, object_pairs_hook=hook, parse_constant=_no_constant, parse_float=_finite)
     except StrictJsonError:
         raise
     except (ValueError, RecursionError) as exc:
@@ -88,13 +103,17 @@ def loads_strict(text: str, what: str = "the body") -> Any:
     return parsed
 
 
-def check_json(body: bytes) -> None:
-    """Raises ``StrictJsonError`` naming what makes ``body`` unacceptable JSON."""
+def check_json(body: bytes) -> Any:
+    """``body`` parsed, or ``StrictJsonError`` naming what makes it unacceptable JSON."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise StrictJsonError(f"the body is not UTF-8 (byte {exc.start})") from exc
-    loads_strict(text)
+    return loads_strict(text, bounded=True)
+
+
+# Where BodyGuard leaves a JSON body it parsed, with the body: (body, value), for the route.
+PARSED_JSON = "engram.parsed_json"
 
 
 async def one_value_each(request: Request) -> None:
@@ -155,10 +174,13 @@ class BodyGuard:
             return
         if body and "json" in headers.get("content-type", ""):
             try:
-                check_json(body)
+                # A large body is parsed on a worker thread: the event loop keeps serving.
+                inline = len(body) <= INLINE_BYTES
+                parsed = check_json(body) if inline else await off_the_loop(check_json, body)
             except StrictJsonError as exc:
                 await answer(send, 422, str(exc), [ProblemItem(loc=["body"], msg=str(exc), type="json")])
                 return
+            scope[PARSED_JSON] = (body, parsed)
         await self.app(scope, replay(body, receive), send)
 
 

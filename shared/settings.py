@@ -352,6 +352,12 @@ class Settings(BaseSettings):
         1000, ge=1, description="Connections and requests one app process takes at once; more get 503."
     )
     api_keep_alive_s: int = Field(5, ge=1, description="An idle kept-alive connection is closed after this.")
+    api_header_timeout_s: float = Field(
+        10.0, gt=0, description="A request's headers must arrive within this of its first byte, else closed."
+    )
+    api_body_timeout_s: float = Field(
+        30.0, gt=0, description="A request's body must be complete this long after its headers, else 408."
+    )
 
     # Logs and metrics (shared/logging_setup.py, shared/metrics.py).
     log_format: Literal["json", "text"] | None = Field(

@@ -1,10 +1,12 @@
 """A process of ours serving HTTP on 127.0.0.1 for the tests that need a real server (``engram
-serve``, ``engram mcp --http``): started, awaited until it answers, stopped with SIGTERM."""
+serve``, ``engram mcp --http``): started, awaited until it answers, stopped with SIGTERM; and a
+raw socket's exchange with it (framing, read timeouts)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from shared.settings import Settings
 from tests.integration.support import ROOT
 
 ENGRAM = str(Path(sys.executable).with_name("engram"))
@@ -48,3 +51,25 @@ def engram_serving(args: list[str], port: int, log: Path, probe: str, **env: str
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def serving(settings: Settings, env: dict[str, str], log_name: str) -> Iterator[int]:
+    """``engram serve`` on the test API port with ``env`` added; yields the port."""
+    port = settings.api_port
+    args = ["serve", "--host", "127.0.0.1", "--port", str(port)]
+    with engram_serving(args, port, settings.data_dir / "logs" / log_name, "/healthz", **env):
+        yield port
+
+
+def exchange(port: int, raw: bytes, wait_s: float = 5.0) -> tuple[bytes, bool]:
+    """What the app answers to ``raw``, and whether it then closed the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as connection:
+        connection.sendall(raw)
+        answer = b""
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+        except TimeoutError:
+            return answer, False
+        return answer, True

@@ -11,6 +11,7 @@ full one. The figures are printed at the end of the run.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -121,11 +122,19 @@ def _not_a_violation_as_sent(case: Any, response: Any, failure: Failure) -> bool
     # memory type "false"; a single-valued parameter sent twice is refused by the app), and only
     # query parameters named as the violation.
     query = case.query if isinstance(case.query, dict) else {}
-    named = [name for name in query if f"parameter `{name}` in query" in failure.message]
-    if parts and not all(any(f"`{name}`" in part for name in named) for part in parts):
+    # "parameter `tag` in query", or several at once: "parameters `tag`, `session_id` in query"
+    listed = re.search(r"parameters? ((?:`[^`]+`(?:, )?)+) in query", failure.message)
+    names = re.findall(r"`([^`]+)`", listed.group(1)) if listed else []
+    named = [name for name in query if name in names]
+    if parts and not all(any(_about(part, name) for name in named) for part in parts):
         return False
     sent = parse_qs(urlsplit(str(response.request.url)).query, keep_blank_values=True)
     return bool(named) and all(sent.get(name) and all(map(_identifier, sent[name])) for name in named)
+
+
+def _about(part: str, name: str) -> bool:
+    """Whether a line of a failure speaks of the parameter ``name``."""
+    return f"`{name}`" in part or re.search(rf"/properties/{re.escape(name)}(/|\s|$)", part) is not None
 
 
 def _identifier(value: str) -> bool:

@@ -218,3 +218,38 @@ def test_the_document_bounds_top_k_as_the_search_does(api: TestClient, tenant: s
     assert top_k == {"type": "integer", "minimum": 1}
     response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "q", "top_k": -2391})
     assert response.status_code == 422
+
+
+def test_a_restore_takes_booleans_as_booleans_only(api: TestClient) -> None:
+    # The full fuzz run: {"fresh": 0, "dry_run": 0} started a restore; the document says boolean
+    for body in ({"dry_run": 1}, {"dry_run": "true"}, {"dry_run": True, "fresh": 0}, {"dry_run": "yes"}):
+        response = api.post("/api/admin/restore", json=body)
+        assert response.status_code == 422, (body, response.text)
+
+
+def test_query_parameters_named_together_as_a_violation_are_judged_as_sent() -> None:
+    # The full fuzz run: "parameters `tag`, `session_id` in query" (session_id drawn as an array
+    # of one, tag as false) was counted, though what was sent is two valid identifiers
+    from types import SimpleNamespace
+
+    from schemathesis.core.failures import AcceptedNegativeData
+
+    from tests.integration.test_fuzz_api import _not_a_violation_as_sent
+
+    message = (
+        "Invalid data should have been rejected\nExpected: 400, 422\n"
+        "Invalid component: parameters `tag`, `session_id` in query\n"
+        "  - violates `anyOf` at /properties/tag\n"
+        "  - violates `type` at /properties/session_id/anyOf/1 (was null, became array)\n"
+    )
+    failure = AcceptedNegativeData(
+        operation="GET /api/memories", message=message, status_code=200, expected_statuses=["422"]
+    )
+    case = SimpleNamespace(query={"tag": False, "session_id": ["s1"]})
+
+    def sent(query: str) -> SimpleNamespace:
+        return SimpleNamespace(request=SimpleNamespace(url=f"http://localhost/api/memories?{query}"))
+
+    assert _not_a_violation_as_sent(case, sent("session_id=s1&tag=false"), failure)
+    # and one sent as no valid identifier is still a violation
+    assert not _not_a_violation_as_sent(case, sent("session_id=%20s1&tag=false"), failure)

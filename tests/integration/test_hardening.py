@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from producers.api import app
 from shared.auth import signature
+from shared.settings import get_settings
 from tests.integration.support import APP_URL, KeyMaker
 from tests.integration.tenants import client_with
 
@@ -97,6 +98,27 @@ def test_an_error_never_repeats_a_huge_key_of_the_caller(
     response = alice.post("/api/documents", json={"text": "hi", "metadata": {"k" * 1_000_000: 1}})
     assert response.status_code == 422
     assert len(response.content) < 16_000
+
+
+def test_keys_past_a_model_cost_no_error_each(api: TestClient, keys: KeyMaker, tenant: str) -> None:
+    # A million unknown keys in one document made a million errors: 12 MB, over a minute of work
+    alice = client_with(keys(tenant).key)
+    body = '{"text": "x", ' + ",".join(f'"k{i}": 0' for i in range(1_000_000)) + "}"
+    started = time.monotonic()
+    response = alice.post("/api/documents", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text[:300]
+    assert "keys; the limit is" in response.json()["detail"]
+    assert time.monotonic() - started < 10
+    # The most a body may hold: every document of a batch with as many unknown keys as allowed
+    from producers.edge import MAX_KEYS
+
+    extra = {f"k{i}": 0 for i in range(MAX_KEYS - 1)}
+    batch = [{"text": "x", **extra}] * get_settings().max_batch_documents
+    started = time.monotonic()
+    response = alice.post("/api/documents", json=batch)
+    assert response.status_code == 422
+    assert len(response.json()["errors"]) == 20
+    assert time.monotonic() - started < 30
 
 
 # Finding 2: nothing read before a key --------------------------------------------------------

@@ -4,69 +4,22 @@ that frames by Content-Length cannot be made to smuggle a second request through
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 
 from shared.settings import Settings
-from tests.integration.support import ROOT, Workers
+from tests.integration.served import exchange, serving
+from tests.integration.support import Workers
 
 pytestmark = pytest.mark.integration
-
-ENGRAM = str(Path(sys.executable).with_name("engram"))
 
 
 @pytest.fixture(scope="module")
 def served(settings: Settings, workers: Workers) -> Iterator[int]:
-    log = settings.data_dir / "logs" / "test-api-framing.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [ENGRAM, "serve", "--host", "127.0.0.1", "--port", str(settings.api_port)],
-            cwd=ROOT,
-            env={**os.environ, "ENGRAM_API_KEEP_ALIVE_S": "2"},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{settings.api_port}/healthz", timeout=5)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the app did not start:\n{log.read_text()[-3000:]}") from None
-                time.sleep(0.2)
-        yield settings.api_port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def exchange(port: int, raw: bytes, wait_s: float = 5.0) -> tuple[bytes, bool]:
-    """What the app answers to ``raw``, and whether it then closed the connection."""
-    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as connection:
-        connection.sendall(raw)
-        answer = b""
-        try:
-            while chunk := connection.recv(65536):
-                answer += chunk
-        except TimeoutError:
-            return answer, False
-        return answer, True
+    with serving(settings, {"ENGRAM_API_KEEP_ALIVE_S": "2"}, "test-api-framing.log") as port:
+        yield port
 
 
 SMUGGLED = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

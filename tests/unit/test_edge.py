@@ -120,3 +120,12 @@ def test_a_query_parameter_of_one_value_given_twice_is_refused_a_list_may_repeat
         # And a list parameter repeats as lists do
         listed = test_client.get("/items", params=[("user_id", "bob"), ("tag", "a"), ("tag", "b")])
         assert listed.json() == {"user_id": "bob", "tags": ["a", "b"]}
+
+
+def test_an_object_of_a_body_holds_at_most_max_keys() -> None:
+    from producers.edge import MAX_KEYS
+
+    keys = ", ".join(f'"k{i}": {i}' for i in range(MAX_KEYS))
+    assert len(check_json(f"[{{{keys}}}]".encode())[0]) == MAX_KEYS
+    with pytest.raises(StrictJsonError, match=f"holds {MAX_KEYS + 1} keys"):
+        check_json(f'{{{keys}, "one more": 0}}'.encode())
