@@ -91,8 +91,10 @@ def _name_tenant(case: Any, tenant: str, always: bool) -> None:
     body = case.body
     documents = body.get("documents") if isinstance(body, dict) and "documents" in body else None
     for item in documents if isinstance(documents, list) else body if isinstance(body, list) else [body]:
-        if isinstance(item, dict) and (always or item.get("user_id") is None):
-            item["user_id"] = tenant
+        # an n8n item (producers/n8n_items.py) holds its document under "json"
+        document = item.get("json") if isinstance(item, dict) and "json" in item else item
+        if isinstance(document, dict) and (always or document.get("user_id") is None):
+            document["user_id"] = tenant
 
 
 # What a "schema-violating request accepted" holds when the violation never reached the app as
