@@ -6,7 +6,6 @@ id); ``GET /api/admin/restore?to=neo4j`` shows its checkpoint: state, how far, t
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -40,16 +39,10 @@ class RestoreStarted(BaseModel):
     to: str
 
 
-@lru_cache(maxsize=1)
 def _client() -> EngramClient:
-    return EngramClient()
+    from producers.api import client  # the app's one client (its drivers), made on first use
 
-
-def close() -> None:
-    """Called by the app's lifespan at its end."""
-    if _client.cache_info().currsize:
-        _client().close()
-        _client.cache_clear()
+    return client()
 
 
 def _admin(request: Request) -> None:

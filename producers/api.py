@@ -122,8 +122,6 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if default_probes.cache_info().currsize:
             default_probes().close()
             default_probes.cache_clear()
-        admin.close()
-        metrics_api.close()
 
 
 def _problem(description: str) -> dict[str, Any]:

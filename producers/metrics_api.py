@@ -30,16 +30,10 @@ from shared.settings import get_settings
 router = APIRouter(tags=["metrics"])
 
 
-@lru_cache(maxsize=1)
 def _client() -> EngramClient:
-    return EngramClient()
+    from producers.api import client  # the app's one client (its drivers), made on first use
 
-
-def close() -> None:
-    """Called by the app's lifespan at its end."""
-    if _client.cache_info().currsize:
-        _client().close()
-        _client.cache_clear()
+    return client()
 
 
 def read_stores() -> metrics.Readings:
