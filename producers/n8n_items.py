@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from shared.models import DocumentBody
 
@@ -24,8 +24,8 @@ class PairedItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    item: int = Field(ge=0)
-    input: int | None = Field(None, ge=0)
+    item: StrictInt = Field(ge=0)
+    input: StrictInt | None = Field(None, ge=0)
     sourceOverwrite: dict[str, str | int | None] | None = None
 
 
@@ -35,7 +35,7 @@ class N8nItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document: DocumentBody = Field(alias=ITEM_KEY, description="The document, as sent alone.")
-    pairedItem: int | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
+    pairedItem: StrictInt | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
         None, description="n8n's bookkeeping; read past."
     )
 

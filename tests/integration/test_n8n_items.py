@@ -66,6 +66,9 @@ def test_a_bad_item_refuses_the_whole_request_and_names_where(
         # an element without json in a list of items is no item
         ([{"json": good}, {"id": "plain", "text": "plain"}], 422, "body.items.1.json"),
         ([{"json": good, "pairedItem": {"item": -1}}], 422, "body.items.0.pairedItem"),
+        # a boolean is no item number (the full fuzz run: pairedItem true was accepted as 1)
+        ([{"json": good, "pairedItem": True}], 422, "body.items.0.pairedItem"),
+        ([{"json": good, "pairedItem": {"item": False}}], 422, "body.items.0.pairedItem"),
         ([{"json": "not an object"}], 422, "body.items.0.json"),
         # another tenant named in one item
         (items(good, {"text": "theirs", "user_id": tenant + "-other"}), 403, "user_id"),
