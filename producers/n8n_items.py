@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from shared.models import DocumentBody
+from shared.models import DocumentBody, a_json_number
+
+# An item number as JSON Schema's integer has it (3.0 is 3), never a boolean or text.
+ItemNumber = Annotated[int, Field(ge=0), BeforeValidator(a_json_number)]
 
 ITEM_KEY = "json"
 
@@ -24,8 +27,8 @@ class PairedItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    item: StrictInt = Field(ge=0)
-    input: StrictInt | None = Field(None, ge=0)
+    item: ItemNumber
+    input: ItemNumber | None = None
     sourceOverwrite: dict[str, str | int | None] | None = None
 
 
@@ -35,7 +38,7 @@ class N8nItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document: DocumentBody = Field(alias=ITEM_KEY, description="The document, as sent alone.")
-    pairedItem: StrictInt | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
+    pairedItem: ItemNumber | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
         None, description="n8n's bookkeeping; read past."
     )
 

@@ -150,7 +150,7 @@ def _not_a_number(value: Any) -> Any:
     return value
 
 
-def _a_number(value: Any) -> Any:
+def a_json_number(value: Any) -> Any:
     """A JSON number, whole (5.0 is 5, as JSON Schema's integer has it); never text or a boolean,
     which pydantic alone would read as one."""
     if isinstance(value, bool | str):
@@ -195,7 +195,7 @@ class DocumentFields(BaseModel):
         default_factory=dict, max_length=METADATA_MAX_KEYS
     )
     created_at: Moment | None = None
-    position: Annotated[int, Field(ge=0, le=2**53), BeforeValidator(_a_number)] | None = Field(
+    position: Annotated[int, Field(ge=0, le=2**53), BeforeValidator(a_json_number)] | None = Field(
         None,
         description="The turn's place in its session: ordered by it when given, else by created_at.",
     )
@@ -352,7 +352,7 @@ class SearchQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[ReadableText, StringConstraints(max_length=8192)]
-    top_k: Annotated[int, Field(ge=1), BeforeValidator(_a_number)] | None = None
+    top_k: Annotated[int, Field(ge=1), BeforeValidator(a_json_number)] | None = None
     threshold: StrictFloat | None = Field(None, ge=-1.0, le=1.0)
     filters: SearchFilters = Field(default_factory=SearchFilters)
     method: SearchMethod = Field(

@@ -36,6 +36,7 @@ def test_n8n_items_are_stored_like_documents_in_both_stores(
         {"id": "n8n-2", "text": "Invoice 4471 was paid in full.", "metadata": {"source_app": "n8n"}},
     )
     body[1]["pairedItem"] = [{"item": 1, "input": 0}]  # a merged item names its inputs in a list
+    body[0]["pairedItem"] = {"item": 0.0}  # JSON Schema's integer: a whole number however written
     # When n8n posts its items
     response = n8n.post("/api/documents", json=body)
     # Then each item's json is a document of the key's tenant, stored and synced to Qdrant
