@@ -9,19 +9,14 @@ are no token at all), so a chunk is also bounded in characters: ``MAX_CHARS_PER_
 of the chunk size.
 
 With ``sections`` (ENGRAM_CHUNK_SECTIONS), a text of paragraphs (blank lines between them) is
-first cut into sections of whole paragraphs, and chunks never cross a section's edge. A section
-ends after a paragraph that holds at least half a chunk's tokens with the paragraphs before it and
-whose own hash marks it (one in three), or before a paragraph that would take it over a chunk:
-a rule local enough that editing one paragraph re-chunks its section and rarely the next, where
-packing the whole text greedily moved every chunk after the edit (issue 19: re-ingesting an
-edited document embeds only the chunks that changed). A text without blank lines is one section,
-chunked as before.
+chunked as ``shared.paragraphs`` lays it out: runs of whole paragraphs that fit a chunk, cut where
+the paragraphs' own words say, so an edit of one paragraph re-chunks only the chunk that held it
+and its neighbour's (the exact bound is there); a paragraph over a chunk is chunked by sentences
+on its own. A text without blank lines is one paragraph, chunked as before.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,14 +24,12 @@ from chonkie import SentenceChunker
 from tokenizers import Tokenizer
 
 from shared.errors import ConfigurationError
+from shared.paragraphs import anchor_key, layout, paragraph_spans
 
 # Prose runs at 4-7 characters a token (MS MARCO passages and ops/sample: 4.6 on average, 6.7 at
 # most), code at about 4: a chunk of 240 tokens is at most 3,840 characters, more than twice what
 # real text needs, so only text the model cannot see is cut by it (1 MB of "x" is one [UNK]).
 MAX_CHARS_PER_TOKEN = 16
-PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-# One paragraph in this many may end a section (once it holds half a chunk).
-SECTION_MARK = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,27 +70,28 @@ class Chunker:
     def chunk(self, text: str) -> list[TextChunk]:
         if not self._by_sections:
             return self._chunk(text)
-        return [chunk for start, end in self.sections(text) for chunk in self._chunk(text[start:end])]
+        return [chunk for _, chunks in self.runs(text) for chunk in chunks]
 
-    def sections(self, text: str) -> list[tuple[int, int]]:
-        """(start, end) of each section of whole paragraphs, in order (see the module's notes)."""
-        low = self._chunk_size // 2
-        found: list[tuple[int, int]] = []
-        start: int | None = None
-        end = tokens = 0
-        for first, last in _paragraphs(text):
-            paragraph = text[first:last]
-            count = self.count_tokens(paragraph)
-            if start is not None and tokens >= low and tokens + count > self._chunk_size:
-                found.append((start, end))
-                start, tokens = None, 0
-            start = first if start is None else start
-            end, tokens = last, tokens + count
-            if tokens >= low and _marked(paragraph):
-                found.append((start, end))
-                start, tokens = None, 0
-        if start is not None:
-            found.append((start, end))
+    def runs(self, text: str) -> list[tuple[tuple[int, int], list[TextChunk]]]:
+        """Each run of whole paragraphs (first and last index in ``paragraph_spans(text)``) and its
+        chunks: one, or a single paragraph's sentence chunks."""
+        spans = paragraph_spans(text)
+        counts = [self.count_tokens(text[start:end]) for start, end in spans]
+
+        def fits(first: int, last: int) -> bool:
+            if sum(counts[first : last + 1]) > 2 * self._chunk_size:
+                return False  # clearly over: no need to count the run itself
+            piece = text[spans[first][0] : spans[last][1]]
+            return len(piece) <= self.max_chars and self.count_tokens(piece) <= self._chunk_size
+
+        found: list[tuple[tuple[int, int], list[TextChunk]]] = []
+        for first, last in layout([anchor_key(text[start:end]) for start, end in spans], fits):
+            piece = text[spans[first][0] : spans[last][1]]
+            if first < last or fits(first, last):
+                count = self.count_tokens(piece) if first < last else counts[first]
+                found.append(((first, last), [TextChunk(piece, count)] if count else []))
+            else:
+                found.append(((first, last), self._chunk(piece)))
         return found
 
     def _chunk(self, text: str) -> list[TextChunk]:
@@ -175,23 +169,6 @@ class Chunker:
 
 # A chunk and where it starts in the text being chunked.
 _Placed = tuple[int, TextChunk]
-
-
-def _paragraphs(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each paragraph: the text between blank lines."""
-    bounds: list[tuple[int, int]] = []
-    start = 0
-    for gap in PARAGRAPH_BREAK.finditer(text):
-        bounds.append((start, gap.start()))
-        start = gap.end()
-    bounds.append((start, len(text)))
-    return bounds
-
-
-def _marked(paragraph: str) -> bool:
-    """Whether this paragraph may end a section: by its own words alone, the same in every process."""
-    digest = hashlib.blake2b(paragraph.strip().encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % SECTION_MARK == 0
 
 
 def _stripped(text: str) -> tuple[str, int]:

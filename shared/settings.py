@@ -99,8 +99,8 @@ class Settings(BaseSettings):
     chunk_overlap_tokens: int = Field(32, ge=0, description="Tokens shared by neighbouring chunks.")
     chunk_sections: bool = Field(
         True,
-        description="Chunks never cross paragraph sections chosen by the paragraphs' own words, so an "
-        "edited paragraph re-embeds its own chunks only; false packs the whole text.",
+        description="Chunks are runs of whole paragraphs cut where the paragraphs' own words say, so an "
+        "edited paragraph re-embeds its own chunk and at most its neighbour's; false packs the whole text.",
     )
 
     # Input limits.
