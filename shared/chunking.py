@@ -18,6 +18,7 @@ on its own. A text without blank lines is one paragraph, chunked as before.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, cast
 
 from chonkie import SentenceChunker
@@ -74,25 +75,33 @@ class Chunker:
 
     def runs(self, text: str) -> list[tuple[tuple[int, int], list[TextChunk]]]:
         """Each run of whole paragraphs (first and last index in ``paragraph_spans(text)``) and its
-        chunks: one, or a single paragraph's sentence chunks."""
+        chunks: one, or a single paragraph's sentence chunks. A run fits when its paragraphs' token
+        counts add up to a chunk (what MiniLM's WordPiece counts for the run itself; a sum, so a
+        run never fits where a longer one holding it does not)."""
         spans = paragraph_spans(text)
-        counts = [self.count_tokens(text[start:end]) for start, end in spans]
+        pieces = [text[start:end] for start, end in spans]
+        before = list(accumulate(self._count_each(pieces), initial=0))
 
         def fits(first: int, last: int) -> bool:
-            if sum(counts[first : last + 1]) > 2 * self._chunk_size:
-                return False  # clearly over: no need to count the run itself
-            piece = text[spans[first][0] : spans[last][1]]
-            return len(piece) <= self.max_chars and self.count_tokens(piece) <= self._chunk_size
+            chars = spans[last][1] - spans[first][0]
+            return before[last + 1] - before[first] <= self._chunk_size and chars <= self.max_chars
 
-        found: list[tuple[tuple[int, int], list[TextChunk]]] = []
-        for first, last in layout([anchor_key(text[start:end]) for start, end in spans], fits):
-            piece = text[spans[first][0] : spans[last][1]]
-            if first < last or fits(first, last):
-                count = self.count_tokens(piece) if first < last else counts[first]
-                found.append(((first, last), [TextChunk(piece, count)] if count else []))
-            else:
-                found.append(((first, last), self._chunk(piece)))
-        return found
+        runs = layout([anchor_key(piece) for piece in pieces], fits)
+        whole = [text[spans[first][0] : spans[last][1]] for first, last in runs]
+        counts = self._count_each(whole)
+        return [
+            (run, self._one_chunk(piece, count) if fits(*run) else self._chunk(piece))
+            for run, piece, count in zip(runs, whole, counts, strict=True)
+        ]
+
+    def _one_chunk(self, piece: str, count: int) -> list[TextChunk]:
+        if count > self._chunk_size:  # a tokenizer that counts a run above its parts' sum
+            return self._chunk(piece)
+        return [TextChunk(piece, count)] if count else []
+
+    def _count_each(self, texts: list[str]) -> list[int]:
+        encoded = self._tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [len(one.ids) for one in encoded]
 
     def _chunk(self, text: str) -> list[TextChunk]:
         placed: list[_Placed] = []

@@ -13,22 +13,23 @@ The key is the least hash of the paragraph's sentences (lines count as sentences
 of one sentence changes it only when that sentence held the least hash or the new one is lower:
 most edits leave the tree's shape as it was.
 
-**What an edit of one paragraph p can change.** Call C the chunk that held p before the edit and N
-the chunk that began with the paragraph after p, if one did. After the edit, a chunk that is not
-in the old layout is (a) one holding p, (b) a chunk of C's other paragraphs, (c) a chunk of N's
-paragraphs, or (d) the chunk that now begins with the paragraph after p. So the chunks embedded
-again are at most ``n + (|C| - 1) + max(1, |N|)``: n the chunks now holding p (one when p fits a
-chunk, else p's own sentence chunks), |C| and |N| counted in paragraphs (the last term is 0 when p
-is the last paragraph). Why: a run not holding p, and not beginning right after p, has the same
-text and the same cut (its inner keys are unchanged), and so does its parent in the tree unless
-that parent holds p; its chunks are the old ones unless the parent holding p fitted before
-(then the run was inside C) or it lies where p's new key moved the cut after p (inside N, or
-beginning after p). One assumption: a run's token count is at least any inner run's (true of
-tokenizers that split on white space first, as MiniLM's WordPiece does). The worst case is then a
-small one: an edit that crosses a chunk's size and changes p's key at once, with C and N of a few
-paragraphs each. An edit that keeps p's key and grows p past C's room embeds 2 (the halves of C);
-one that keeps the key and stays within C's room embeds 1. ``tests/unit/test_properties_sections.py``
-checks the bound on random texts and edits.
+**What an edit of one paragraph p can change** (paragraphs pairwise distinct: repeated ones tie
+on their keys). Call C the chunk that held p before the edit and N the chunk that began with the
+paragraph after p, if one did. After the edit, a chunk that is not in the old layout is (a) one
+holding p, (b) a chunk of C's other paragraphs, (c) a chunk of N's paragraphs, or (d) the chunk
+that now begins with the paragraph after p. So the chunks embedded again are at most
+``n + (|C| - 1) + max(1, |N|)``: n the chunks now holding p (one when p fits a chunk, else p's own
+sentence chunks), |C| and |N| counted in paragraphs (the last term is 0 when p is the last
+paragraph). Why: a run not holding p, and not beginning right after p, has the same text and the
+same cut (its inner keys are unchanged), and so does its parent in the tree unless that parent
+holds p; its chunks are the old ones unless the parent holding p fitted before (then the run was
+inside C) or it lies where p's new key moved the cut after p (inside N, or beginning after p).
+This needs a run to fit no better than a run inside it: the chunker judges a run by the sum of
+its paragraphs' token counts, which is so. The worst case is an edit that changes p's key and
+crosses a chunk's size at once, with C and N of a few paragraphs each. An edit that leaves the
+keys' order as it was (so every cut) re-embeds 1 chunk while C with the edit still fits, else the
+parts C is cut into: 2, more only when p's part is still over. ``tests/unit/
+test_properties_sections.py`` checks both on random texts and edits.
 """
 
 from __future__ import annotations

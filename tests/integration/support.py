@@ -84,6 +84,13 @@ class Workers:
             process.kill()
             process.wait()
 
+    def kill(self, name: str) -> None:
+        """SIGKILLs the worker's main process (a threads pool has no other), as a crash would."""
+        process = self._processes.pop(name, None)
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
     def restart(self, name: str, **env: str) -> None:
         self.stop(name)
         self.start(name, **env)

@@ -324,3 +324,30 @@ def test_sync_adds_updates_and_forgets_only_its_own_folders_documents(
             exact=True,
         ).count
     assert points == len(memories)
+
+
+def test_a_document_stored_before_fingerprints_existed_is_written_again_reusing_every_vector(
+    api: TestClient, neo4j_driver: neo4j.Driver, workers: Workers, tenant: str
+) -> None:
+    # Given a document stored as one was before fingerprints existed: no fingerprint on it
+    document = {"user_id": tenant, "id": "older", "text": notes(10)}
+    post(api, document)
+    first = wait_until_finished(api, tenant, ["older"])["older"]
+    cypher(neo4j_driver, "MATCH (d:Document {user_id: $u}) REMOVE d.fingerprint", u=tenant)
+    old = stored(neo4j_driver, tenant)["older"]
+
+    # When it is posted again as it is
+    again = post(api, document)
+
+    # Then it cannot be known unchanged, so it is written again at a new version, but every chunk
+    # takes its stored vector (the chunk texts match): nothing goes to the embedder
+    assert again["unchanged"] == [] and again["task_ids"]
+    done = wait_until_finished(api, tenant, ["older"])["older"]
+    assert done["state"] == "done" and done["version"] > first["version"]
+    assert (done["chunks_embedded"], done["chunks_reused"]) == (0, first["chunks"])
+    new = stored(neo4j_driver, tenant)["older"]
+    assert [c[0] for c in new["chunks"]] == [c[0] for c in old["chunks"]]
+    for vector, was in zip(new["vectors"], old["vectors"], strict=True):
+        assert vector == pytest.approx(was, abs=1e-6)
+    # And now it carries its fingerprint: the next identical post is unchanged
+    assert post(api, document)["unchanged"] == ["older"]
