@@ -2,7 +2,9 @@
 
 It reads the folder, says what it will do (added, changed, unchanged, to forget, unreadable),
 then, unless ``--dry-run``, ingests the new and changed documents, waits for them, and forgets
-the documents whose files are gone. Exit codes as ``engram ingest``: 1 when a document failed,
+the documents whose files are gone: only once every new and changed one is done (one failed, and
+nothing is forgotten that run, as a renamed file's old document would go with its new one failed;
+so ``--no-wait`` is refused). Exit codes as ``engram ingest``: 1 when a document failed,
 a file could not be read or a forget found nothing.
 """
 
@@ -24,6 +26,8 @@ def sync(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         raise InvalidInput("--sync takes exactly one folder")
     if not args.user_id:
         raise InvalidInput("--sync needs --user: a folder is kept in step for one tenant")
+    if args.no_wait:
+        raise InvalidInput("--sync waits for its documents before it forgets any: no --no-wait")
     folder = args.paths[0]
     out = sys.stderr if args.json else sys.stdout
     read = read_folder(folder, args.user_id, defaults)
@@ -61,6 +65,10 @@ def sync(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     if work:
         report.update({k: v for k, v in load(client, work, args).items() if k != "unchanged"})
     missing = []
+    if report["failed"] and todo.forget:
+        # A file renamed whose new document failed would be lost with its old one: keep them all.
+        print(f"  {report['failed']} documents failed: nothing is forgotten this run", file=out)
+        todo.forget, report["forgotten"] = [], []
     for document_id in todo.forget:
         if client.delete_document(args.user_id, document_id).memories == 0:
             missing.append(document_id)

@@ -3,6 +3,7 @@ in the embed stage, the chunk counts on progress records, and a folder sync's pl
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -14,8 +15,9 @@ import numpy as np
 import pytest
 
 from producers.folder_sync import folder_source, plan, read_folder
+from producers.sync_cli import sync
 from shared.chunking import Chunker
-from shared.errors import ServiceUnavailable
+from shared.errors import InvalidInput, ServiceUnavailable
 from shared.ids import content_hash, document_key
 from shared.models import DocumentIn
 from shared.progress import Progress, ProgressRecord
@@ -243,6 +245,17 @@ def test_an_unreadable_jsonl_file_or_one_naming_another_tenant_means_nothing_is_
     assert [d.document_id for d in read.documents] == ["a.txt"]
     assert (read.forget_nothing and "bob" not in read.unreadable[0][1]) or read.forget_nothing
     assert plan(read, ["unchanged"], ["a.txt", "t1", "gone.txt"], force=False).forget == []
+
+
+def test_a_sync_that_would_not_wait_for_its_documents_is_refused_before_anything_is_read(
+    tmp_path: Path,
+) -> None:
+    # Given --sync asked with --no-wait (it would forget before the new documents are written)
+    args = argparse.Namespace(paths=[tmp_path], user_id="alice", no_wait=True, json=False)
+
+    # Then it is refused, naming why
+    with pytest.raises(InvalidInput, match="forgets"):
+        sync(args, {})
 
 
 # Chunking by paragraph sections
