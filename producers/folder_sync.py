@@ -88,3 +88,9 @@ def plan(read: FolderRead, changes: list[str], stored_ids: list[str], force: boo
     present = {d.document_id for d in read.documents}
     forget = [] if read.forget_nothing else [i for i in stored_ids if i not in present and i not in read.kept]
     return SyncPlan(by_change["new"], by_change["changed"], by_change["unchanged"], forget)
+
+
+def to_forget(todo: SyncPlan, failed: int) -> list[str]:
+    """What a run forgets once its new and changed documents are finished: nothing when one of them
+    failed (a file renamed whose new document failed would otherwise lose its old one too)."""
+    return [] if failed else todo.forget

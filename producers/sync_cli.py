@@ -17,7 +17,7 @@ from typing import Any
 
 from producers.cli import load
 from producers.client import EngramClient
-from producers.folder_sync import folder_source, plan, read_folder
+from producers.folder_sync import folder_source, plan, read_folder, to_forget
 from shared.errors import InvalidInput
 
 
@@ -65,8 +65,7 @@ def sync(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     if work:
         report.update({k: v for k, v in load(client, work, args).items() if k != "unchanged"})
     missing = []
-    if report["failed"] and todo.forget:
-        # A file renamed whose new document failed would be lost with its old one: keep them all.
+    if to_forget(todo, report["failed"]) != todo.forget:
         print(f"  {report['failed']} documents failed: nothing is forgotten this run", file=out)
         todo.forget, report["forgotten"] = [], []
     for document_id in todo.forget:

@@ -179,34 +179,3 @@ def test_a_sync_killed_mid_run_leaves_each_document_old_or_new_and_a_second_sync
         assert client.reconcile(dry_run=True, timeout_s=120)["drift_found"] == NO_DRIFT
     finally:
         client.close()
-
-
-def test_a_sync_with_a_document_failed_forgets_nothing_until_a_sync_where_none_fails(
-    neo4j_driver: neo4j.Driver, workers: Workers, tmp_path: Path, tenant: str
-) -> None:
-    # Given a folder of two notes synced
-    u = tenant[-8:]
-    old, new = f"old-{u}.md", f"new-{u}.md"
-    (tmp_path / old).write_text(notes(2, first=300))
-    (tmp_path / f"kept-{u}.md").write_text(notes(2, first=310))
-    sync = [ENGRAM, "ingest", str(tmp_path), "--user", tenant, "--sync", "--json"]
-    assert subprocess.run(sync, cwd=ROOT, capture_output=True, timeout=300).returncode == 0
-
-    # When one is renamed and its new file holds nothing the model can see (its document fails)
-    (tmp_path / old).unlink()
-    (tmp_path / new).write_text("\u200b\u200b")
-    failing = subprocess.run(sync, cwd=ROOT, capture_output=True, text=True, timeout=300)
-
-    # Then the run fails and forgets nothing: the old document is still there
-    assert failing.returncode == 1, failing.stderr
-    report = json.loads(failing.stdout)
-    assert (report["added"], report["failed"], report["forgotten"]) == ([new], 1, [])
-    assert "nothing is forgotten this run" in failing.stderr
-    assert old in snapshot(neo4j_driver, tenant)
-
-    # When the new file is readable text, Then the next sync adds it and only then forgets the old
-    (tmp_path / new).write_text(notes(2, first=300))
-    fixed = subprocess.run(sync, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert fixed.returncode == 0, fixed.stderr
-    assert json.loads(fixed.stdout)["forgotten"] == [old]
-    assert set(snapshot(neo4j_driver, tenant)) == {new, f"kept-{u}.md"}

@@ -14,7 +14,7 @@ import fakeredis
 import numpy as np
 import pytest
 
-from producers.folder_sync import folder_source, plan, read_folder
+from producers.folder_sync import folder_source, plan, read_folder, to_forget
 from producers.sync_cli import sync
 from shared.chunking import Chunker
 from shared.errors import InvalidInput, ServiceUnavailable
@@ -245,6 +245,17 @@ def test_an_unreadable_jsonl_file_or_one_naming_another_tenant_means_nothing_is_
     assert [d.document_id for d in read.documents] == ["a.txt"]
     assert (read.forget_nothing and "bob" not in read.unreadable[0][1]) or read.forget_nothing
     assert plan(read, ["unchanged"], ["a.txt", "t1", "gone.txt"], force=False).forget == []
+
+
+def test_a_sync_forgets_nothing_when_one_of_its_new_or_changed_documents_failed(tmp_path: Path) -> None:
+    # Given a folder where a.txt was renamed b.txt: b new, a gone
+    (tmp_path / "b.txt").write_text("Tomatoes need six hours of sun.")
+    todo = plan(read_folder(tmp_path, "alice", {}), ["new"], ["a.txt"], force=False)
+    assert todo.forget == ["a.txt"]
+
+    # Then a is forgotten once b is done, and kept while b failed
+    assert to_forget(todo, failed=0) == ["a.txt"]
+    assert to_forget(todo, failed=1) == []
 
 
 def test_a_sync_that_would_not_wait_for_its_documents_is_refused_before_anything_is_read(
