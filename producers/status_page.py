@@ -33,6 +33,7 @@ from producers.client import EngramClient
 from producers.ui_session import COOKIE, COOKIE_PATH, Session, Sessions
 from shared.auth import Authenticator, Caller
 from shared.errors import EngramError, Forbidden, InvalidInput, Unauthenticated
+from shared.graph.entities import normalise
 from shared.models import Identifier, SearchRequest
 from shared.settings import get_settings, is_loopback
 
@@ -204,12 +205,14 @@ async def entity(request: Request, name: str, tenant: TenantQuery = None) -> Res
     scope = session.tenant or tenant
     if scope is None:
         return _refused(request, 422, "Pick a tenant first: an entity belongs to one.", session)
+    name = name[:200]
     try:
-        found = await run_in_threadpool(_client().get_entity, scope, name[:200])
+        # A name with no letter or digit ("---") names no entity (as on /api/entities).
+        found = await run_in_threadpool(_client().get_entity, scope, name) if normalise(name) else None
     except EngramError as exc:
         return _refused(request, 503, f"Entities cannot be read now: {exc}", session)
     if found is None:
-        return _refused(request, 404, f"No entity {name[:200]!r} for tenant {scope!r}.", session)
+        return _refused(request, 404, f"No entity {name!r} for tenant {scope!r}.", session)
     return _page(request, "entity.html", session=session, tenant=scope, entity=found)
 
 
@@ -223,7 +226,7 @@ async def replay(request: Request) -> Response:
     if not (_same_origin(request) and session.csrf_matches(form.get("csrf"))):
         return _refused(request, 403, "Refused: the request did not come from this page.", session)
     try:
-        tenant = session_caller(session).tenant_for(form.get("user_id") or None)
+        tenant = _caller(session).tenant_for(form.get("user_id") or None)
         report = await run_in_threadpool(_client().replay, tenant, [form.get("document_id", "")])
     except Forbidden as exc:
         return _refused(request, 403, str(exc), session)
@@ -244,7 +247,7 @@ async def replay(request: Request) -> Response:
     return _redirect(COOKIE_PATH, tenant=back, notice=f"{form.get('document_id', '')}: {outcome}")
 
 
-def session_caller(session: Session) -> Caller:
+def _caller(session: Session) -> Caller:
     return Caller(key_id=session.key_id, tenant=session.tenant)
 
 

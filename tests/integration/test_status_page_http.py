@@ -161,6 +161,10 @@ def test_a_tenant_key_sees_its_own_tenant_alone(
     # Then it sees its own ingestions, neither the other tenant's nor the store's queues
     assert "mine-1" in shown.text and "theirs-1" not in shown.text and other not in shown.text
     assert "Queue depths" not in shown.text
+    # And its entity view: an entity it names, none of a name without letters
+    entity = page.get("/ui/entities/Boston")
+    assert entity.status_code == 200 and "Notes of" in entity.text and other not in entity.text
+    assert page.get("/ui/entities/---").status_code == 404
     # And naming the other tenant, or replaying its document, is refused
     assert page.get("/ui", params={"tenant": other}).status_code == 403
     assert page.get(f"/ui/entities/Boston?tenant={other}").status_code == 403
