@@ -107,7 +107,10 @@ async def _form(request: Request) -> dict[str, str]:
     """A urlencoded form's fields (the first value of each); the body is bounded by BodyGuard."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
         return {}
-    fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=20)
+    try:
+        fields = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=20)
+    except ValueError:  # more fields than any form of the page has: none is read
+        return {}
     return {name: values[0] for name, values in fields.items()}
 
 

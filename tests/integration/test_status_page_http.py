@@ -91,6 +91,9 @@ def test_a_wrong_key_gets_the_form_again_and_nothing_else(page: TestClient, keys
         assert "not a live Engram API key" in answer.text and 'action="/ui/signin"' in answer.text
         assert "set-cookie" not in answer.headers
     assert "Sign out" not in page.get("/ui").text
+    # A form of more fields than any of the page's is read as no form: the same 401, never a 500
+    crowded = page.post("/ui/signin", data={f"f{i}": "x" for i in range(30)} | {"key": real}, headers=ORIGIN)
+    assert crowded.status_code == 401 and "set-cookie" not in crowded.headers
 
 
 def test_posts_from_elsewhere_are_refused(page: TestClient, keys: KeyMaker, tenant: str) -> None:
