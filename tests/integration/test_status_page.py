@@ -84,7 +84,7 @@ def wait_for(browser: WebDriver, check: str, timeout_s: float = 90, reload: bool
             pass
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"{wanted!r} not in {css} after {timeout_s} s: {text_of(browser, 'main')[:2000]}"
+                f"{wanted!r} not in {css} after {timeout_s} s at {browser.current_url}: {browser.page_source[:3000]}"
             )
         time.sleep(1)
         if reload:
@@ -94,6 +94,7 @@ def wait_for(browser: WebDriver, check: str, timeout_s: float = 90, reload: bool
 def sign_in(browser: WebDriver, base: str, key: str) -> None:
     browser.delete_all_cookies()
     browser.get(base + "/ui")
+    wait_for(browser, "#signin::API key", timeout_s=30)
     browser.find_element(By.ID, "key").send_keys(key)
     click(browser.find_element(By.ID, "signin-button"))
     wait_for(browser, "#who::Signed in as", timeout_s=30, reload=False)
