@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from producers import admin, health, metrics_api
+from producers import admin, health, metrics_api, status_page
 from producers.arrival import StampArrival, arrived
 from producers.auth import AuthGuard, caller_of
 from producers.bodies import JsonBody, add_body_schemas
@@ -62,6 +62,7 @@ from shared.models import (
     Moment,
     SearchBody,
     SearchFilters,
+    SearchRequest,
     SearchResponse,
     TenantOverview,
 )
@@ -493,14 +494,18 @@ async def semantic_search(
 ) -> SearchResponse:
     """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
     ``Retry-After`` when ENGRAM_API_MAX_PENDING_SEARCHES already wait in this process."""
-    request = body.for_tenant(who.tenant_for(body.user_id))
+    return await search(body.for_tenant(who.tenant_for(body.user_id)), arrived(http))
+
+
+async def search(request: SearchRequest, arrived_at: float) -> SearchResponse:
+    """A search through the query queue, awaited on this event loop (the status page's too)."""
     searches = _searches.get(asyncio.get_running_loop())
     if searches is not None:
-        return await searches.search(request, arrived(http))
+        return await searches.search(request, arrived_at)
     # Served on an event loop the app's lifespan did not run on (an in-process test client
     # without it): a search client for this request alone, as Redis clients belong to their loop.
     async with Searches.connect(get_settings()) as own:
-        return await own.search(request, arrived(http))
+        return await own.search(request, arrived_at)
 
 
 @app.get("/api/status", response_model=TenantOverview | dict[str, Any])
@@ -515,4 +520,5 @@ async def overview(who: CallerDep, user_id: TenantQuery = None) -> TenantOvervie
 # Routes of their own modules, on the same app, guards and error answers.
 app.include_router(entities_router)
 app.include_router(metrics_api.router)
+app.include_router(status_page.router)  # HTML, out of the OpenAPI document
 add_body_schemas(app)

@@ -44,7 +44,7 @@ from shared.models import (
     VectorSyncCounts,
     utc_now,
 )
-from shared.progress import Progress
+from shared.progress import Progress, ProgressRecord
 from shared.redis_client import START_HINT, connect, out_of_memory, out_of_memory_in, translated_errors
 from shared.sealing import SecretBox, box_for
 from shared.services.incremental import Change, classify_all
@@ -179,8 +179,16 @@ class EngramClient:
             sent += len(batch)
             # After the send: progress never moves backwards, so a worker already past "queued" stays.
             self._progress.set([(document_key(d.user_id, d.document_id), version) for d in batch], "queued")
+            self._progress.name(
+                (document_key(d.user_id, d.document_id), d.user_id, d.document_id, version) for d in batch
+            )
         # At the stored version: a newer ingestion accepted meanwhile by another producer keeps its record.
         self._progress.set(list(unchanged.items()), "unchanged")
+        self._progress.name(
+            (key, d.user_id, d.document_id, unchanged[key])
+            for d in documents
+            if (key := document_key(d.user_id, d.document_id)) in unchanged
+        )
         return IngestAccepted(
             accepted=len(documents),
             version=version,
@@ -388,6 +396,20 @@ class EngramClient:
             finally:
                 answer.forget()
         return not outcome.get("error")
+
+    def recent_ingestions(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
+        """The newest ingestions and where each is: a tenant's, or every tenant's (None)."""
+        return self._progress.recent(user_id, limit)
+
+    def failures(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
+        """Documents recorded failed, newest first: a tenant's, or every tenant's (None). A scan
+        of the progress records (for the status page and replays, not for hot paths)."""
+        found = [
+            record
+            for record in self._progress.failed().values()
+            if user_id is None or record.user_id == user_id
+        ]
+        return sorted(found, key=lambda record: record.updated_at, reverse=True)[:limit]
 
     def queue_depths(self) -> dict[str, int]:
         with translated_errors():

@@ -198,6 +198,12 @@ class Authenticator:
             raise Unauthenticated("unknown or revoked API key")
         return Caller(key_id=key.id, tenant=key.tenant)
 
+    def live(self, key_id: str) -> Caller:
+        """The caller of a key known by its id alone, while it is live (a signed-in status page
+        holds the id, never the key): a revoked key stops within ENGRAM_AUTH_CACHE_S."""
+        key = self._live_key(key_id)
+        return Caller(key_id=key.id, tenant=key.tenant)
+
     def signing_key(self, key_id: str, timestamp: str) -> ApiKey:
         """The live signing key a signed request names, checked before its body is read: an
         unknown, revoked or non-signing key, or a timestamp outside the window, is refused with

@@ -20,6 +20,10 @@ from shared.models import DocumentState, utc_now
 from shared.redis_client import translated_errors
 
 _PREFIX = "engram:doc:"
+# The newest ingestions' document keys, scored by version: every tenant's, and each tenant's own.
+_RECENT = "engram:recent"
+RECENT_KEPT = 1000
+RECENT_KEPT_A_TENANT = 200
 
 # A version that is done stays done: a late failure of the same version (a duplicate delivery
 # finding its batch already cleaned up) cannot mark stored memories failed; a failed version can
@@ -100,6 +104,10 @@ class ProgressRecord:
     """Chunks of this version whose vector was reused from the stored version."""
     embedded: int | None = None
     """Chunks of this version the embedder embedded."""
+    user_id: str | None = None
+    """The tenant, as the producer named it (a record made before names were kept has none)."""
+    document_id: str | None = None
+    """The document's own id within its tenant (the key is a hash of both)."""
 
 
 class Progress:
@@ -138,6 +146,36 @@ class Progress:
             args = [str(value) for _, *values in part for value in values]
             with translated_errors():
                 self._counts(keys=[_PREFIX + key for key, *_ in part], args=args)
+
+    def name(self, documents: Iterable[tuple[str, str, str, int]]) -> None:
+        """Records (document key, tenant, document id, version): the names a record's key hides,
+        and the document among the newest ingestions (every tenant's, and its tenant's), for the
+        status page. A key's names never change (the key is a hash of them), so writing them
+        again, in any order, is harmless."""
+        rows = list(documents)
+        if not rows:
+            return
+        with translated_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for key, user_id, document_id, version in rows:
+                pipe.hset(_PREFIX + key, mapping={"user_id": user_id, "document_id": document_id})
+                pipe.zadd(_RECENT, {key: version})
+                pipe.zadd(f"{_RECENT}:{user_id}", {key: version})
+            for user_id in {row[1] for row in rows}:
+                pipe.zremrangebyrank(f"{_RECENT}:{user_id}", 0, -RECENT_KEPT_A_TENANT - 1)
+                pipe.expire(f"{_RECENT}:{user_id}", self._ttl_s)
+            pipe.zremrangebyrank(_RECENT, 0, -RECENT_KEPT - 1)
+            pipe.execute()
+
+    def recent(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
+        """The newest ingestions, newest first: a tenant's, or every tenant's (None). A record
+        expired meanwhile is left out."""
+        with translated_errors():
+            found = cast(
+                list[bytes],
+                self._redis.zrevrange(_RECENT if user_id is None else f"{_RECENT}:{user_id}", 0, limit - 1),
+            )
+        return [record for record in self.records(raw.decode() for raw in found) if record is not None]
 
     def records(self, keys: Iterable[str]) -> list[ProgressRecord | None]:
         key_list = list(keys)
@@ -182,9 +220,9 @@ class Progress:
 
 
 def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
-    if not raw:
-        return None
     fields = {k.decode(): v.decode() for k, v in raw.items()}
+    if "state" not in fields:
+        return None
     return ProgressRecord(
         state=cast(DocumentState, fields["state"]),
         version=int(fields.get("version") or 0),
@@ -193,4 +231,6 @@ def _record(raw: dict[bytes, bytes]) -> ProgressRecord | None:
         batch=fields.get("batch") or None,
         reused=int(fields["reused"]) if "reused" in fields else None,
         embedded=int(fields["embedded"]) if "embedded" in fields else None,
+        user_id=fields.get("user_id"),
+        document_id=fields.get("document_id"),
     )

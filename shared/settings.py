@@ -376,6 +376,13 @@ class Settings(BaseSettings):
     metrics_cache_s: float = Field(
         10.0, ge=0, description="How long /metrics reuses the counts it read from Redis and Neo4j."
     )
+    ui_session_key: SecretStr | None = Field(
+        None,
+        description="Signs the /ui sign-in cookie; unset: data_dir/secrets/ui-session.key, made once.",
+    )
+    ui_session_s: int = Field(
+        8 * 3600, ge=60, le=7 * 24 * 3600, description="How long a sign-in to the status page (/ui) lasts."
+    )
 
     @field_validator(
         "redis_password",
@@ -383,6 +390,7 @@ class Settings(BaseSettings):
         "qdrant_api_key",
         "embedding_api_key",
         "flower_password",
+        "ui_session_key",
         mode="before",
     )
     @classmethod

@@ -44,6 +44,21 @@ ensure_apt_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# The status page's browser test (tests/integration/test_status_page.py) drives Debian's own
+# Chromium through its chromedriver: installed once, for ops/test only (the demo needs neither).
+ensure_browser() {
+    local missing=()
+    command -v chromium >/dev/null || missing+=(chromium)
+    command -v chromedriver >/dev/null || missing+=(chromium-driver)
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    say "installing ${missing[*]} from Debian (the status page's browser test)"
+    command -v apt-get >/dev/null || fail "need ${missing[*]}; no apt-get here to install them"
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
+}
+
 python_for_venv() {
     local candidate
     for candidate in python3.11 python3; do

@@ -103,6 +103,7 @@ def tenant() -> str:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The API fuzz run's figures and the cross-tenant probes' counts, when they ran."""
     from tests.integration.fuzz import TALLY
+    from tests.integration.screens import SCREENSHOTS
     from tests.integration.tenants import PROBES
 
     if TALLY.requests:
@@ -113,6 +114,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("Cross-tenant probes")
         for line in PROBES.lines():
             terminalreporter.write_line(line)
+    if SCREENSHOTS:
+        terminalreporter.section("Status page screenshots")
+        for path in SCREENSHOTS:
+            terminalreporter.write_line(str(path))
 
 
 @pytest.fixture

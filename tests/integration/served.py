@@ -25,6 +25,12 @@ ENGRAM = str(Path(sys.executable).with_name("engram"))
 @contextmanager
 def engram_serving(args: list[str], port: int, log: Path, probe: str, **env: str) -> Iterator[str]:
     """Runs ``engram *args`` until the block ends; yields its base URL once ``probe`` answers."""
+    # Another process on the port would answer the probe in its place (another checkout's app).
+    with socket.socket() as taken:
+        if taken.connect_ex(("127.0.0.1", port)) == 0:
+            raise RuntimeError(
+                f"127.0.0.1:{port} is taken by another process: move it with ENGRAM_TEST_PORTS"
+            )
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         process = subprocess.Popen(

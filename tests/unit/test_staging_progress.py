@@ -341,3 +341,54 @@ def test_progress_expires_after_the_ttl(progress: Progress, client: fakeredis.Fa
     progress.set([("k", 1)], "queued")
 
     assert 0 < _ttl(client, "engram:doc:k") <= TTL_S
+
+
+def test_named_records_say_whose_document_they_are_and_the_newest_come_first(
+    client: fakeredis.FakeRedis, progress: Progress
+) -> None:
+    # Given three ingestions of two tenants, named by the producer, one later failed
+    rows = [
+        (document_key(user, doc), user, doc, version)
+        for user, doc, version in [("alice", "a1", 10), ("bob", "b1", 11), ("alice", "a2", 12)]
+    ]
+    for key, _, _, version in rows:
+        progress.set([(key, version)], "queued")
+    progress.name(rows)
+    progress.set([(rows[0][0], 10)], "failed", error="neo4j down")
+
+    # Then each record carries its tenant and document id, and its failure survives the naming
+    record = progress.get(rows[0][0])
+    assert record is not None and (record.user_id, record.document_id, record.state) == (
+        "alice",
+        "a1",
+        "failed",
+    )
+    assert record.error == "neo4j down"
+    # And the newest ingestions come first, every tenant's or one tenant's alone
+    assert [r.document_id for r in progress.recent(None)] == ["a2", "b1", "a1"]
+    assert [r.document_id for r in progress.recent("alice", limit=1)] == ["a2"]
+    assert [r.document_id for r in progress.recent("bob")] == ["b1"]
+    # And the tenant's list of recent ingestions expires as the records do
+    assert 0 < _ttl(client, "engram:recent:alice") <= TTL_S
+
+
+def test_the_recent_lists_keep_only_the_newest(client: fakeredis.FakeRedis, progress: Progress) -> None:
+    from shared.progress import RECENT_KEPT_A_TENANT
+
+    rows = [(document_key("alice", f"d{i}"), "alice", f"d{i}", i) for i in range(RECENT_KEPT_A_TENANT + 5)]
+    for key, _, _, version in rows:
+        progress.set([(key, version)], "queued")
+    progress.name(rows)
+
+    assert client.zcard("engram:recent:alice") == RECENT_KEPT_A_TENANT
+    assert progress.recent("alice", limit=1)[0].document_id == f"d{RECENT_KEPT_A_TENANT + 4}"
+
+
+def test_a_record_of_names_alone_is_no_record(client: fakeredis.FakeRedis, progress: Progress) -> None:
+    # Given a record expired between its state and its names (only the names were written)
+    key = document_key("alice", "gone")
+    progress.name([(key, "alice", "gone", 1)])
+
+    # Then it reads as no record, not as a record without a state
+    assert progress.get(key) is None
+    assert progress.recent("alice") == []

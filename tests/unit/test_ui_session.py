@@ -1,0 +1,62 @@
+"""The status page's sign-in token (producers/ui_session.py): it names the key's identity, is
+signed, and expires."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from producers.ui_session import SESSION_KEY_FILE, Sessions
+from shared.settings import Settings
+
+
+def test_a_token_reads_back_as_the_session_it_was_made_for() -> None:
+    sessions = Sessions("a secret", max_age_s=60)
+
+    session, token = sessions.start("0123456789abcdef", "alice")
+
+    read = sessions.read(token)
+    assert read == session and read is not None
+    assert (read.key_id, read.tenant, read.admin) == ("0123456789abcdef", "alice", False)
+    assert read.csrf_matches(session.csrf) and not read.csrf_matches("other") and not read.csrf_matches(None)
+    # An admin key's session names no tenant
+    admin, token = sessions.start("fedcba9876543210", None)
+    assert sessions.read(token) == admin and admin.admin
+
+
+def test_each_sign_in_gets_its_own_csrf_token() -> None:
+    sessions = Sessions("a secret", max_age_s=60)
+    first, _ = sessions.start("0123456789abcdef", "alice")
+    second, _ = sessions.start("0123456789abcdef", "alice")
+    assert first.csrf != second.csrf and len(first.csrf) >= 32
+
+
+def test_an_altered_foreign_or_empty_token_names_no_one() -> None:
+    sessions = Sessions("a secret", max_age_s=60)
+    _, token = sessions.start("0123456789abcdef", "alice")
+    payload, _, signature = token.rpartition(".")
+
+    assert sessions.read(payload + "." + signature[::-1]) is None
+    assert sessions.read(token.replace(token[2], "A" if token[2] != "A" else "B", 1)) is None
+    assert Sessions("another secret", max_age_s=60).read(token) is None
+    assert sessions.read("") is None and sessions.read(None) is None and sessions.read("garbage") is None
+
+
+def test_a_token_past_its_age_names_no_one() -> None:
+    sessions = Sessions("a secret", max_age_s=1)
+    _, token = sessions.start("0123456789abcdef", "alice")
+    time.sleep(2.1)
+    assert sessions.read(token) is None
+
+
+def test_the_secret_is_made_once_in_the_data_folder_when_none_is_set(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, _env_file=None)  # type: ignore[call-arg]
+    _, token = Sessions.of(settings).start("0123456789abcdef", None)
+
+    key_file = tmp_path / "secrets" / SESSION_KEY_FILE
+    assert key_file.stat().st_mode & 0o077 == 0
+    # Another process (made from the same settings) reads the same secret, so the token holds
+    assert Sessions.of(settings).read(token) is not None
+    # A set ENGRAM_UI_SESSION_KEY is used instead, so a token of the file's secret does not hold
+    other = Settings(data_dir=tmp_path, ui_session_key="set", _env_file=None)  # type: ignore[call-arg]
+    assert Sessions.of(other).read(token) is None
