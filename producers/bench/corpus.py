@@ -119,15 +119,30 @@ def kit_texts() -> list[Text]:
 def queries(say: Say) -> list[str]:
     """Search texts nobody here wrote, each used once in a run (a query worker caches the
     embeddings of the queries it saw): the kit's queries, then Debian's package summaries in a
-    fixed shuffled order."""
+    fixed shuffled order. Cached beside the pools."""
+    path = CACHE / "queries.txt"
+    if path.exists():
+        return path.read_text(encoding="utf-8").splitlines()
     found: list[str] = []
     for name in KIT_SETS:
-        path = KIT / name / "queries.jsonl"
-        if path.exists():
-            found += [str(row["text"]) for row in _jsonl(path)]
+        kit = KIT / name / "queries.jsonl"
+        if kit.exists():
+            found += [str(row["text"]) for row in _jsonl(kit)]
     summaries = sorted({summary for summary, _ in debian_packages(say).values()})
     random.Random(SEED).shuffle(summaries)
-    return list(dict.fromkeys(q.strip() for q in found + summaries if len(q.strip()) > 3))
+    texts = list(dict.fromkeys(" ".join(q.split()) for q in found + summaries if len(q.strip()) > 3))
+    _write(path, [text + "\n" for text in texts])
+    return texts
+
+
+def _write(path: Path, lines: list[str]) -> None:
+    """Whole or not at all: a run stopped midway leaves no half a cache."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE.parent / ".gitignore").write_text("*\n")
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        f.writelines(lines)
+    tmp.replace(path)
 
 
 def _pool(by_paragraph: bool, say: Say) -> list[Text]:
@@ -143,13 +158,7 @@ def _pool(by_paragraph: bool, say: Say) -> list[Text]:
             seen.add(key)
             pool.append(text)
     random.Random(SEED).shuffle(pool)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    (CACHE.parent / ".gitignore").write_text("*\n")
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for text in pool:
-            f.write(json.dumps(asdict(text), ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    _write(path, [json.dumps(asdict(text), ensure_ascii=False) + "\n" for text in pool])
     return pool
 
 

@@ -50,4 +50,6 @@ def measure(
         }
     finally:
         say("  fallback: starting Neo4j again")
+        started = time.monotonic()
         stack.neo4j_start()
+        say(f"  fallback: Neo4j back in {time.monotonic() - started:.0f} s")

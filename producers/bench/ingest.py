@@ -42,9 +42,8 @@ def load(
             return time.monotonic() - started
         if elapsed - said >= 10:
             said = elapsed
-            rate = finished / elapsed
-            left = (len(refs) - finished) / rate if rate else float("nan")
-            say(f"  ingest: {finished}/{len(refs)} documents in {elapsed:.0f} s, ~{left:.0f} s left")
+            left = f", ~{(len(refs) - finished) * elapsed / finished:.0f} s left" if finished else ""
+            say(f"  ingest: {finished}/{len(refs)} documents in {elapsed:.0f} s{left}")
         if elapsed > timeout_s:
             raise SearchTimeout(f"ingestion not finished after {timeout_s:g} s: {dict(states)}")
         time.sleep(0.5)
