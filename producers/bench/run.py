@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     queries: Iterator[str] = iter(corpus.queries(say))
     say(f"corpus: {len(texts):,} texts ({', '.join(sorted({t.source for t in texts}))})")
     stack = OwnStack(args.data_dir, args.ports, say) if own else Stack(get_settings(), args.url)
-    stack.open()
     try:
+        stack.open()
         result = _measure(args, stack, sizes, skip, texts, queries)
     finally:
         if own and not args.keep:
