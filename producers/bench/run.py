@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         skip.discard("fallback")
     else:
         skip.add("fallback")  # Neo4j is stopped only on the bench's own stack
-    for line in estimate.say_plan(estimate.phases(sizes, args.searches, args.throughput_seconds, skip, own)):
+    plan = estimate.phases(sizes, args.searches, args.throughput_seconds, skip, own)
+    for line in estimate.say_plan(plan, os.getloadavg()[0], os.cpu_count() or 1):
         say(line)
     texts = corpus.corpus(sizes[-1], say)
     queries: Iterator[str] = iter(corpus.queries(say))
