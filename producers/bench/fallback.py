@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from producers.bench.latency import TOP_K
+from producers.bench.latency import CLIENT_TIMEOUT_S, TOP_K
 from producers.bench.stack import Stack
 from producers.bench.stats import Latency, timed
 from producers.client import EngramClient
@@ -25,7 +25,7 @@ def measure(
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     def search() -> SearchResponse:
-        return client.search(SearchRequest(query=next(queries), user_id=user, top_k=TOP_K))
+        return client.search(SearchRequest(query=next(queries), user_id=user, top_k=TOP_K), CLIENT_TIMEOUT_S)
 
     say("  fallback: stopping Neo4j")
     stack.neo4j_stop()

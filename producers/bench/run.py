@@ -153,7 +153,7 @@ def _measure(
             d.model_copy(update={"user_id": f"warmup-{prefix}"}) for d in _documents(texts[:8], 0, prefix)
         ]
         ingest.load(client, warmup, say, args.timeout)
-        latency.measure(container, client, http, f"warmup-{prefix}", queries, 2)
+        latency.warm(client, http, f"warmup-{prefix}", queries)
         steps: list[dict[str, Any]] = []
         previous = 0
         for size in sizes:

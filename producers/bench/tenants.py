@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from producers.bench.latency import TOP_K
+from producers.bench.latency import CLIENT_TIMEOUT_S, TOP_K
 from producers.bench.stats import Latency, timed
 from producers.client import EngramClient
 from shared.models import SearchRequest
@@ -27,7 +27,7 @@ def measure(
         short = 0
         for _ in range(rounds):
             request = SearchRequest(query=next(queries), user_id=user, top_k=TOP_K, threshold=-1.0)
-            answer, took = timed(lambda: client.search(request))  # noqa: B023 (called at once)
+            answer, took = timed(lambda: client.search(request, CLIENT_TIMEOUT_S))  # noqa: B023 (called at once)
             seconds.append(took)
             short += answer.count < expected
         found[label] = {
