@@ -93,7 +93,7 @@ def targets(result: dict[str, Any]) -> list[Target]:
             100.0,
             at_most=True,
             strict=True,
-            note="" if fallback else "needs the bench's own stack",
+            note="" if fallback else str(result.get("fallback_error", "needs the bench's own stack"))[:90],
         ),
     ]
 
