@@ -119,6 +119,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keep(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """What is measured so far, written at once: a run stopped midway leaves its figures."""
+    if args.json:
+        report.write_json({**result, "partial": True}, args.json)
+
+
 def _measure(
     args: argparse.Namespace,
     stack: Stack,
@@ -166,6 +172,7 @@ def _measure(
                 container, client, http, f"{prefix}-p50", queries, args.searches
             )
             previous = size
+            _keep(args, {**result, "ingest_steps": steps})
         chunks = sum(s["chunks"] for s in steps)
         seconds = sum(s["seconds"] for s in steps)
         raw = sum(s["raw"]["chunks"] for s in steps) / sum(s["raw"]["seconds"] for s in steps)
@@ -182,6 +189,7 @@ def _measure(
             result["throughput"] = throughput.measure(
                 stack.api_url, headers, f"{prefix}-p50", queries, args.throughput_seconds
             )
+        _keep(args, result)
         if "tenants" not in skip:
             say("tenants: 1%, 10% and 50% of the store")
             held = {
@@ -189,17 +197,21 @@ def _measure(
                 for label, share in SHARES.items()
             }
             result["tenants"] = tenant_phase.measure(client, held, queries, args.searches)
+        _keep(args, result)
         if "recall" not in skip:
             say("recall@10 of the vector index against exact search")
             result["recall"] = recall.measure(container, queries, min(args.searches, 200))
+        _keep(args, result)
         if "reconcile" not in skip:
             say("reconcile: a dry-run scan, then failed syncs repaired")
             result["reconcile"] = {
                 "scan": repair.scan(client),
                 "repair": repair.repair(client, container, prefix),
             }
+        _keep(args, result)
         if "rss" not in skip:
             result["rss"] = rss_by_process(settings.data_dir)
+        _keep(args, result)
         if "fallback" not in skip:
             say("fallback: Neo4j stopped for real")
             try:
