@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import signal
 import sys
 import time
 import uuid
@@ -81,6 +82,10 @@ def _documents(texts: list[corpus.Text], start: int, prefix: str) -> list[Docume
     ]
 
 
+def _interrupted(signum: int, _: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run(args: argparse.Namespace) -> int:
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -101,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     queries: Iterator[str] = iter(corpus.queries(say))
     say(f"corpus: {len(texts):,} texts ({', '.join(sorted({t.source for t in texts}))})")
     stack = OwnStack(args.data_dir, args.ports, say) if own else Stack(get_settings(), args.url)
+    # Stopped by SIGTERM, or SIGINT even when started in the background (where it is ignored),
+    # the bench still tears its stack down on the way out.
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         stack.open()
         result = _measure(args, stack, sizes, skip, texts, queries)
