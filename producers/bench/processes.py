@@ -49,13 +49,24 @@ def _environ_has(pid: str, entry: bytes) -> bool:
         return False
 
 
+def _pid_file(path: Path) -> str | None:
+    try:
+        return path.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def stack_processes(data_dir: Path) -> list[Proc]:
-    """Processes whose environment names ``data_dir``; this process is left out."""
+    """Processes whose environment names ``data_dir``, and Redis by its pid file (Redis writes its
+    process title over its environment); this process is left out."""
     entry = f"ENGRAM_DATA_DIR={data_dir}".encode()
+    redis = _pid_file(data_dir / "run" / "redis.pid")
     found: list[Proc] = []
     for entry_dir in Path("/proc").iterdir():
         pid = entry_dir.name
-        if not pid.isdigit() or int(pid) == os.getpid() or not _environ_has(pid, entry):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if pid != redis and not _environ_has(pid, entry):
             continue
         try:
             raw = (entry_dir / "cmdline").read_bytes().split(b"\0")
