@@ -117,7 +117,8 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
         )
         w(
             f"  to {step['size']:,}: {step['chunks']:,} chunks in {step['seconds']:.1f} s "
-            f"({step['chunks_per_s']:.1f}/s, raw {step['raw']['chunks_per_s']:.1f}/s, "
+            f"({step['chunks_per_s']:.1f}/s, {step['failed_documents']} documents failed, "
+            f"raw {step['raw']['chunks_per_s']:.1f}/s, "
             f"ratio {step['ratio']:.2f}); CPU-s (share of wall): {cpu}\n"
         )
     w("\nqueued search, ms (p50 / p95 / p99); ratio = p50 / floor p50\n")

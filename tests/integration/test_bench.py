@@ -69,6 +69,7 @@ def test_bench_json_holds_measured_figures(app_url: str, neo4j_driver: neo4j.Dri
     held = {row["user"]: row["n"] for row in stored}
     assert result["ingest"]["chunks"] == sum(held.values()) > 0
     assert [step["size"] for step in result["ingest"]["steps"]] == list(SIZES)
+    assert all(step["failed_documents"] == 0 for step in result["ingest"]["steps"])
     for tenant in result["tenants"].values():
         assert tenant["memories"] == held[tenant["tenant"]]
         assert tenant["complete"] is (tenant["incomplete"] == 0)
