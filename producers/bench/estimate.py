@@ -1,0 +1,69 @@
+"""How long each phase should take at the sizes asked, said before anything starts.
+
+The rates are this project's own figures on a 2-core machine (README: figures): the pipeline
+stores about 20 chunks/s, the embedder about 40 chunks/s in one process, a queued search about
+50 ms. The ingest estimate is said again with the rate measured once the first size is in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+INGEST_PER_S = 20.0
+RAW_PER_S = 40.0
+SEARCH_S = 0.05
+STACK_START_S = 120.0
+
+
+def phases(
+    sizes: Sequence[int],
+    searches: int,
+    throughput_s: float,
+    skip: set[str],
+    own_stack: bool,
+) -> list[tuple[str, float]]:
+    top = max(sizes)
+    found: list[tuple[str, float]] = []
+    if own_stack:
+        found.append(("stack start (Redis, Neo4j, workers, app)", STACK_START_S))
+    previous = 0
+    for size in sizes:
+        found.append(
+            (f"ingest to {size:,} (+{size - previous:,} documents)", (size - previous) / INGEST_PER_S)
+        )
+        found.append((f"raw embedder at {size:,}", min(size - previous, 2000) / RAW_PER_S))
+        found.append((f"search latency at {size:,}", 5 * searches * SEARCH_S))
+        previous = size
+    optional = {
+        "throughput": ("throughput, 1/8/32 clients", 3 * throughput_s),
+        "tenants": ("tenants 1%/10%/50%", 3 * searches * SEARCH_S),
+        "recall": ("recall@10 against exact", top / 5000 + searches * 0.03),
+        "reconcile": ("reconcile scan and repair", 2 * top / 4000 + min(top, 10_000) / 1000),
+        "fallback": ("fallback, Neo4j stopped and started", 90 + searches * SEARCH_S),
+    }
+    for name, (label, seconds) in optional.items():
+        if name not in skip and (name != "fallback" or own_stack):
+            found.append((label, seconds))
+    return found
+
+
+def say_plan(found: list[tuple[str, float]], load: float, cpus: int) -> list[str]:
+    """The phases' estimates, stretched by how busy the machine is now (load average per core,
+    when above one: the other work takes its share of the cores)."""
+    slower = max(1.0, load / max(1, cpus))
+    total = sum(seconds for _, seconds in found) * slower
+    lines = [f"  {label:<45} ~{_duration(seconds * slower)}" for label, seconds in found]
+    return [
+        f"estimate (the README's rates on a quiet 2-core machine, x{slower:.1f} for the load "
+        f"average {load:.1f} on {cpus} cores):",
+        *lines,
+        f"  {'total':<45} ~{_duration(total)}",
+    ]
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

@@ -1,0 +1,97 @@
+"""Ingestion through the queues against the raw embedder on the same chunks, with the CPU each
+process of the stack spent meanwhile (where the time went).
+
+The pipeline's figure is chunks stored per second of wall time, from the first enqueue until
+every document is done. The raw embedder embeds the same chunks (the configured embedder, built
+by the composition root, in this process) in calls of the embed stage's slice, on a sample of at
+most ``RAW_SAMPLE`` chunks: its rate does not depend on how many there are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from producers.bench.processes import cpu_by_role, cpu_spent
+from producers.client import EngramClient
+from shared.container import Container
+from shared.errors import SearchTimeout
+from shared.ids import document_key
+from shared.models import DocumentIn
+
+RAW_SAMPLE = 2000
+
+
+def load(
+    client: EngramClient, documents: Sequence[DocumentIn], say: Callable[[str], None], timeout_s: float
+) -> tuple[float, int]:
+    """Enqueues the documents and waits until every one is finished; returns the wall seconds and
+    how many failed (a pipeline that fails documents is a figure to report, not a crash)."""
+    started = time.monotonic()
+    accepted = client.ingest(documents)
+    refs = [(document_key(d.user_id, d.document_id), accepted.version) for d in documents]
+    said = 0.0
+    while True:
+        states = client.states(refs)
+        finished = states["done"] + states["failed"] + states["unchanged"]
+        elapsed = time.monotonic() - started
+        if finished == len(refs):
+            if states["failed"]:
+                say(f"  ingest: {states['failed']} of {len(refs)} documents FAILED (see the workers' logs)")
+            return time.monotonic() - started, states["failed"]
+        if elapsed - said >= 10:
+            said = elapsed
+            left = f", ~{(len(refs) - finished) * elapsed / finished:.0f} s left" if finished else ""
+            say(f"  ingest: {finished}/{len(refs)} documents in {elapsed:.0f} s{left}")
+        if elapsed > timeout_s:
+            raise SearchTimeout(f"ingestion not finished after {timeout_s:g} s: {dict(states)}")
+        time.sleep(0.5)
+
+
+def raw_rate(container: Container, texts: Sequence[str]) -> dict[str, float]:
+    """Chunks/s of the configured embedder on ``texts`` (a warm-up call first)."""
+    embedder = container.embedder
+    sample = list(texts[:RAW_SAMPLE])
+    embedder.embed(sample[: container.settings.embedding_batch_size])
+    size = container.settings.embedding_batch_size * 4  # the embed stage's slice (shared/container)
+    started = time.perf_counter()
+    for start in range(0, len(sample), size):
+        embedder.embed(sample[start : start + size])
+    elapsed = time.perf_counter() - started
+    return {"chunks": len(sample), "seconds": round(elapsed, 3), "chunks_per_s": len(sample) / elapsed}
+
+
+def measure(
+    client: EngramClient,
+    container: Container,
+    data_dir: Path,
+    documents: Sequence[DocumentIn],
+    say: Callable[[str], None],
+    timeout_s: float,
+) -> dict[str, Any]:
+    chunker = container.chunker
+    chunks = [chunk.text for d in documents for chunk in chunker.chunk(d.text)]
+    before = cpu_by_role(data_dir)
+    wall, failed = load(client, documents, say, timeout_s)
+    cpu = cpu_spent(before, cpu_by_role(data_dir))
+    # Chunks the store holds for these documents: those of a failed document are not counted.
+    stored = client.chunk_count([document_key(d.user_id, d.document_id) for d in documents])
+    pipeline = stored / wall
+    say(
+        f"  ingest: {stored} chunks stored in {wall:.1f} s ({pipeline:.1f}/s); "
+        "raw embedder on the same chunks"
+    )
+    raw = raw_rate(container, chunks)
+    return {
+        "documents": len(documents),
+        "failed_documents": failed,
+        "chunks": stored,
+        "seconds": round(wall, 3),
+        "chunks_per_s": pipeline,
+        "raw": raw,
+        "ratio": pipeline / raw["chunks_per_s"],
+        "cpu_s": cpu,
+        "cpu_share_of_wall": {role: round(s / wall, 3) for role, s in cpu.items()},
+    }

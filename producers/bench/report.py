@@ -1,0 +1,220 @@
+"""The bench's one result: the table (stdout), the targets PASS/MISS, the JSON and the PNG.
+
+Targets are judged at the largest size measured; where the issue names a size (100k) and the run
+stopped short of it, the row says at which size it was judged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+TARGET_SIZE = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    measured: float | None
+    bound: float
+    at_most: bool  # measured <= bound passes (else measured >= bound)
+    strict: bool = False
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        if self.measured is None:
+            return "NOT MEASURED"
+        if self.at_most:
+            ok = self.measured < self.bound if self.strict else self.measured <= self.bound
+        else:
+            ok = self.measured >= self.bound
+        return "PASS" if ok else "MISS"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.name,
+            "measured": self.measured,
+            "bound": self.bound,
+            "verdict": self.verdict,
+            "note": self.note,
+        }
+
+
+def targets(result: dict[str, Any]) -> list[Target]:
+    search: dict[str, dict[str, Any]] = result["search"]
+    sizes = sorted(int(s) for s in search)
+    top, first = str(sizes[-1]), str(sizes[0])
+    at = "" if int(top) >= TARGET_SIZE else f"judged at {int(top):,}, the target is at 100k"
+    s = search[top]
+    growth = s["p50_ms"] / search[first]["p50_ms"] if len(sizes) > 1 else None
+    tenants = result.get("tenants")
+    recall = result.get("recall")
+    reconcile = result.get("reconcile")
+    fallback = result.get("fallback")
+    return [
+        Target("ingestion / raw embedder", result["ingest"]["ratio"], 0.9, at_most=False),
+        Target("default p50 / floor", s["ratio_p50"], 1.5, at_most=True, note=at),
+        Target("default p99 ms", s["p99_ms"], 100.0, at_most=True, strict=True, note=at),
+        Target("vector p50 / floor", s["vector_ratio_p50"], 1.2, at_most=True, note=at),
+        Target(
+            "default p50 growth first->last size",
+            growth,
+            1.3,
+            at_most=True,
+            note=f"{int(first):,} -> {int(top):,}" if growth is not None else "one size only",
+        ),
+        Target(
+            "tenants' top_k complete (1 = all)",
+            None if tenants is None else float(all(t["complete"] for t in tenants.values())),
+            1.0,
+            at_most=False,
+        ),
+        Target("index recall@10", None if recall is None else recall["recall_at_10"], 0.98, at_most=False),
+        Target(
+            "repair of failed syncs, s",
+            None if reconcile is None else reconcile["repair"]["seconds"],
+            10.0,
+            at_most=True,
+            note="" if reconcile is None else f"{reconcile['repair']['failed']:,} failed syncs",
+        ),
+        Target(
+            "reconcile scan, s",
+            None if reconcile is None else reconcile["scan"]["seconds"],
+            30.0,
+            at_most=True,
+            note=at,
+        ),
+        Target(
+            "fallback p50 ms, Neo4j down",
+            None if fallback is None else fallback["p50_ms"],
+            100.0,
+            at_most=True,
+            strict=True,
+            note="" if fallback else str(result.get("fallback_error", "needs the bench's own stack"))[:90],
+        ),
+    ]
+
+
+def print_table(result: dict[str, Any], out: TextIO) -> None:
+    ingest = result["ingest"]
+    w = out.write
+    w(
+        f"engram bench: sizes {', '.join(f'{int(s):,}' for s in result['search'])}; "
+        f"backup store {result['backend']}; {result['machine']}\n\n"
+    )
+    w(
+        f"ingestion: {ingest['chunks']:,} chunks at {ingest['chunks_per_s']:.1f}/s; raw embedder "
+        f"{ingest['raw_chunks_per_s']:.1f}/s on the same chunks; ratio {ingest['ratio']:.2f}\n"
+    )
+    for step in ingest["steps"]:
+        cpu = ", ".join(
+            f"{role} {s:.0f}s ({step['cpu_share_of_wall'][role]:.0%})"
+            for role, s in step["cpu_s"].items()
+            if s >= 0.5
+        )
+        w(
+            f"  to {step['size']:,}: {step['chunks']:,} chunks in {step['seconds']:.1f} s "
+            f"({step['chunks_per_s']:.1f}/s, {step['failed_documents']} documents failed, "
+            f"raw {step['raw']['chunks_per_s']:.1f}/s, "
+            f"ratio {step['ratio']:.2f}); CPU-s (share of wall): {cpu}\n"
+        )
+    w("\nqueued search, ms (p50 / p95 / p99); ratio = p50 / floor p50\n")
+    w(
+        f"  {'size':>8}  {'floor':>17}  {'client default':>20}  {'client vector':>20}  "
+        f"{'http default':>20}  {'http vector':>20}\n"
+    )
+    for size, s in result["search"].items():
+        default = {"p50_ms": s["p50_ms"], "p95_ms": s["p95_ms"], "p99_ms": s["p99_ms"]}
+        cells = [_cell(d, s["floor_p50_ms"]) for d in (default, s["vector"], s["http"], s["http_vector"])]
+        floor = f"{s['floor']['p50_ms']:.0f}/{s['floor']['p95_ms']:.0f}/{s['floor']['p99_ms']:.0f}"
+        w(f"  {int(size):>8,}  {floor:>17}  " + "  ".join(f"{c:>20}" for c in cells) + "\n")
+    if result.get("throughput"):
+        w("\nthroughput through HTTP (default search):\n")
+        for level in result["throughput"]:
+            lat = level["latency"] or {}
+            w(
+                f"  {level['clients']:>2} clients: {level['per_s']:.1f} searches/s, p50 "
+                f"{lat.get('p50_ms', float('nan')):.0f} ms, p99 {lat.get('p99_ms', float('nan')):.0f} ms, "
+                f"failed {level['failed']}\n"
+            )
+    if result.get("tenants"):
+        w("\ntenants in the same store (top_k 10, threshold -1):\n")
+        for label, t in result["tenants"].items():
+            w(
+                f"  {label:>4}: {t['memories']:,} memories; {t['n'] - t['incomplete']}/{t['n']} complete; "
+                f"p50 {t['p50_ms']:.0f} ms, p99 {t['p99_ms']:.0f} ms\n"
+            )
+    if result.get("recall"):
+        r = result["recall"]
+        w(
+            f"\nrecall@10 of the vector index against exact: {r['recall_at_10']:.3f} "
+            f"({r['queries']} queries over {r['memories']:,} memories)\n"
+        )
+    if result.get("reconcile"):
+        r = result["reconcile"]
+        w(
+            f"reconcile: scan (dry run) {r['scan']['seconds']:.1f} s; {r['repair']['failed']:,} failed syncs "
+            f"repaired in {r['repair']['seconds']:.1f} s ({r['repair']['left_unsynced']} left unsynced)\n"
+        )
+    if result.get("fallback"):
+        f = result["fallback"]
+        w(
+            f"fallback, Neo4j stopped: first search {f['first_search_ms']:.0f} ms; "
+            f"then p50 {f['p50_ms']:.0f} ms, "
+            f"p99 {f['p99_ms']:.0f} ms; {f['answered_from_backup']}/{f['n']} answered from the backup\n"
+        )
+    if result.get("rss"):
+        w("\nRSS per process, MiB:\n")
+        for p in result["rss"]:
+            w(f"  {p['role']:<34} pid {p['pid']:<8} {p['rss_mib']:>8.1f}\n")
+    w("\ntargets:\n")
+    for t in result["targets"]:
+        measured = "-" if t["measured"] is None else f"{t['measured']:.3g}"
+        note = f"  ({t['note']})" if t["note"] else ""
+        w(f"  {t['verdict']:<12} {t['target']:<38} {measured:>8}  bound {t['bound']:g}{note}\n")
+
+
+def _cell(d: dict[str, Any], floor_p50: float) -> str:
+    return f"{d['p50_ms']:.0f}/{d['p95_ms']:.0f}/{d['p99_ms']:.0f} x{d['p50_ms'] / floor_p50:.2f}"
+
+
+def write_json(result: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+
+def plot(result: dict[str, Any], path: Path) -> bool:
+    """Latency against size; False when matplotlib is not installed (pip install engram[bench])."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    sizes = [int(s) for s in result["search"]]
+    rows = list(result["search"].values())
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    series = {
+        "floor p50": [r["floor_p50_ms"] for r in rows],
+        "default p50": [r["p50_ms"] for r in rows],
+        "default p99": [r["p99_ms"] for r in rows],
+        "vector p50": [r["vector"]["p50_ms"] for r in rows],
+        "http default p50": [r["http"]["p50_ms"] for r in rows],
+    }
+    for label, values in series.items():
+        axes.plot(sizes, values, marker="o", label=label)
+    axes.axhline(100, color="grey", linestyle=":", label="p99 target (100 ms)")
+    axes.set_xscale("log")
+    axes.set_xlabel("memories in the store")
+    axes.set_ylabel("ms")
+    axes.set_title("engram bench: queued search latency against store size")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return True

@@ -1,0 +1,97 @@
+"""``engram bench`` at a tiny size against the test stack: every figure the JSON promises is there,
+and each is a number measured on this run (it agrees with the store, and differs between what was
+measured apart), not a constant.
+
+The bench runs in this process (``engram bench --running``), against the test Redis, Neo4j and
+workers, with the HTTP app served by ``engram serve`` on the test API port. Neo4j is not stopped:
+the fallback phase runs only on the bench's own stack.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import neo4j
+import pytest
+
+from producers import cli
+from shared.settings import Settings
+from tests.integration.served import engram_serving
+from tests.integration.support import Workers
+
+pytestmark = pytest.mark.integration
+
+SIZES = (40, 80)
+
+
+@pytest.fixture(scope="module")
+def app_url(settings: Settings, workers: Workers) -> Iterator[str]:
+    port = settings.api_port
+    log = settings.data_dir / "logs" / "test-bench-api.log"
+    with engram_serving(["serve", "--host", "127.0.0.1", "--port", str(port)], port, log, "/healthz") as url:
+        yield url
+
+
+def _number(value: object) -> float:
+    assert isinstance(value, int | float) and not isinstance(value, bool), value
+    assert math.isfinite(value), value
+    return float(value)
+
+
+def test_bench_json_holds_measured_figures(app_url: str, neo4j_driver: neo4j.Driver, tmp_path: Path) -> None:
+    # Given the running test stack and its HTTP app
+    out = tmp_path / "bench.json"
+    args = ["bench", "--running", "--url", app_url, "--sizes", ",".join(map(str, SIZES))]
+    args += ["--searches", "5", "--throughput-seconds", "1", "--json", str(out)]
+
+    # When the bench runs at two tiny sizes
+    assert cli.main(args) == 0
+
+    # Then the JSON holds the figures the issue names, each a finite number
+    result = json.loads(out.read_text())
+    prefix = result["tenant_prefix"]
+    assert _number(result["ingest"]["ratio"]) > 0
+    for size in SIZES:
+        search = result["search"][str(size)]
+        floor, p50, p99 = (_number(search[k]) for k in ("floor_p50_ms", "p50_ms", "p99_ms"))
+        assert floor > 0 and 0 < p50 <= p99
+        assert _number(search["vector"]["p50_ms"]) > 0 and _number(search["http"]["p50_ms"]) > 0
+
+    # and they are this run's: the chunks counted are the Memories the store holds for its tenants
+    stored, _, _ = neo4j_driver.execute_query(
+        "MATCH (m:Memory) WHERE m.user_id STARTS WITH $prefix RETURN m.user_id AS user, count(m) AS n",
+        prefix=prefix,
+    )
+    held = {row["user"]: row["n"] for row in stored}
+    assert result["ingest"]["chunks"] == sum(held.values()) > 0
+    assert [step["size"] for step in result["ingest"]["steps"]] == list(SIZES)
+    assert all(step["failed_documents"] == 0 for step in result["ingest"]["steps"])
+    for tenant in result["tenants"].values():
+        assert tenant["memories"] == held[tenant["tenant"]]
+        assert tenant["complete"] is (tenant["incomplete"] == 0)
+    # latencies measured apart differ (a constant would repeat)
+    latencies = {result["search"][str(s)][k] for s in SIZES for k in ("floor_p50_ms", "p50_ms", "p99_ms")}
+    assert len(latencies) == 3 * len(SIZES)
+    assert result["ingest"]["steps"][0]["cpu_s"]["worker embed"] > 0
+
+    # and the other phases measured something real
+    assert [level["clients"] for level in result["throughput"]] == [1, 8, 32]
+    assert all(_number(level["per_s"]) > 0 and level["failed"] == 0 for level in result["throughput"])
+    assert 0.0 <= _number(result["recall"]["recall_at_10"]) <= 1.0
+    assert result["recall"]["memories"] >= sum(held.values())
+    repair = result["reconcile"]["repair"]
+    assert repair["failed"] == sum(held.values()) and repair["left_unsynced"] == 0
+    assert _number(result["reconcile"]["scan"]["seconds"]) > 0
+    roles = {p["role"] for p in result["rss"]}
+    assert {"redis", "neo4j", "worker query", "worker embed"} <= roles
+    assert all(_number(p["rss_mib"]) > 0 for p in result["rss"])
+    assert "fallback" not in result
+    verdicts = {t["target"]: t["verdict"] for t in result["targets"]}
+    assert verdicts["fallback p50 ms, Neo4j down"] == "NOT MEASURED"
+    assert {v for k, v in verdicts.items() if "fallback" not in k} <= {"PASS", "MISS"}
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert out.with_suffix(".png").stat().st_size > 0
