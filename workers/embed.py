@@ -18,7 +18,8 @@ def embed_batch(
     # short, so a killed worker's task is redelivered soon and retried cheaply.
     deadline = time.monotonic() + container().settings.task_soft_time_limit_s / 2
     with retrying(self):
-        result = container().embed_stage.run(batch_id, deadline)
+        # A retry (after a time limit, say) embeds in smaller slices: see EmbedStage.run.
+        result = container().embed_stage.run(batch_id, deadline, retries=self.request.retries)
         next_task = WRITE_TASK if result.complete else EMBED_TASK
         if not result.already_written:
             send_next(self, next_task, (batch_id,), {"documents": refs(documents)})

@@ -69,8 +69,12 @@ class EmbedStage:
         self._slice = slice_size
         self._stored = stored
 
-    def run(self, batch_id: str, deadline: float) -> EmbedResult:
-        """Embeds what is not staged yet, stopping between slices once ``deadline`` (monotonic) passed."""
+    def run(self, batch_id: str, deadline: float, retries: int = 0) -> EmbedResult:
+        """Embeds what is not staged yet, stopping between slices once ``deadline`` (monotonic) passed.
+
+        A retried task (``retries``) takes slices half as long per retry: on a machine loaded enough
+        that one slice outlasts the task's time limit, every try alike would fail the batch for good,
+        where smaller slices are staged one by one and the batch moves on."""
         documents = self._staging.documents(batch_id)
         if documents is None:
             if self._staging.is_finished(batch_id):
@@ -80,15 +84,16 @@ class EmbedStage:
         texts = [chunk.content for doc in documents for chunk in doc.chunks]
         owners = [(doc.key, doc.version) for doc in documents for _ in doc.chunks]
         done = self._staging.vector_slices(batch_id)
-        remaining = any(start not in done for start in range(0, len(texts), self._slice))
+        gaps = _gaps({start: len(part) for start, (_, part) in done.items()}, len(texts))
+        remaining = bool(gaps)
         reused = self._reusable(documents) if remaining else {}
         embedded = 0
-        for start in range(0, len(texts), self._slice):
-            if start in done:
-                continue
+        size = max(1, self._slice >> min(retries, 16))
+        slices = [range(s, min(s + size, end)) for begin, end in gaps for s in range(begin, end, size)]
+        for positions in slices:
             if embedded and time.monotonic() > deadline:
                 return EmbedResult(complete=False, chunks=len(texts), embedded_now=embedded)
-            positions = range(start, min(start + self._slice, len(texts)))
+            start = positions.start
             fresh = [i for i in positions if i not in reused]
             vectors = self._embed(batch_id, [texts[i] for i in fresh], [owners[i] for i in fresh])
             rows = dict(zip(fresh, vectors, strict=True))
@@ -167,3 +172,20 @@ class EmbedStage:
         for owner, reason in refused.items():
             self._progress.set([owner], "failed", f"embed: {reason}", batch=batch_id)
         return np.concatenate([zero if row is None else row for row in rows])
+
+
+def _gaps(staged: dict[int, int], total: int) -> list[tuple[int, int]]:
+    """The (start, end) ranges of chunks no staged slice covers, walking the slices from chunk 0 as
+    ``Staging.vectors`` reads them (each slice by its first chunk and its length): slices staged by
+    earlier tries, of whatever length, are kept, and a gap ends where the next staged slice begins."""
+    gaps: list[tuple[int, int]] = []
+    position = 0
+    while position < total:
+        if staged.get(position, 0) > 0:
+            position += staged[position]
+            continue
+        after = [start for start in staged if start > position]
+        end = min([*after, total])
+        gaps.append((position, end))
+        position = end
+    return gaps

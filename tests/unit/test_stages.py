@@ -176,6 +176,50 @@ def test_embed_stops_at_a_passed_deadline_and_resumes_only_the_rest(
     assert record is not None and (record.state, record.version) == ("writing", 5)
 
 
+def test_a_retried_embed_takes_smaller_slices_and_keeps_what_was_staged(
+    staging: Staging, progress: Progress
+) -> None:
+    # Given a batch of 10 chunks whose first try staged one slice of 4, then ran out of time
+    # (on a loaded machine one slice can outlast the soft time limit, every try alike)
+    _stage_batch(staging, 10)
+    embedder = FakeEmbedder()
+    stage = EmbedStage(embedder, staging, progress, slice_size=4)
+    assert not stage.run("b", deadline=time.monotonic() - 1).complete
+
+    # When the task is retried (its first retry halves the slice, its second quarters it)
+    result = stage.run("b", deadline=time.monotonic() + 60, retries=1)
+
+    # Then only the rest is embedded, in slices of 2, and the batch's vectors are whole and in order
+    assert (result.complete, result.embedded_now) == (True, 6)
+    texts = ["one-0", "one-1", "one-2"] + [f"two-{i}" for i in range(7)]
+    assert embedder.calls[1:] == [texts[4:6], texts[6:8], texts[8:10]]
+    found = staging.vectors("b", 10)
+    assert found is not None
+    slices = [texts[0:4], texts[4:6], texts[6:8], texts[8:10]]
+    np.testing.assert_array_equal(found[1], np.concatenate([FakeEmbedder().embed(s) for s in slices]))
+
+
+def test_embed_fills_the_gaps_between_slices_staged_by_other_tries(
+    staging: Staging, progress: Progress
+) -> None:
+    # Given a batch of 10 chunks of which another try staged chunks 4 and 5 alone
+    _stage_batch(staging, 10)
+    texts = ["one-0", "one-1", "one-2"] + [f"two-{i}" for i in range(7)]
+    staging.put_vector_slice("b", 4, MODEL, FakeEmbedder().embed(texts[4:6]))
+    embedder = FakeEmbedder()
+
+    # When a try with slices of 3 runs
+    result = EmbedStage(embedder, staging, progress, slice_size=3).run("b", time.monotonic() + 60)
+
+    # Then it embeds around that slice, never across it, and the vectors are whole and in order
+    assert (result.complete, result.embedded_now) == (True, 8)
+    assert embedder.calls == [texts[0:3], texts[3:4], texts[6:9], texts[9:10]]
+    found = staging.vectors("b", 10)
+    assert found is not None
+    slices = [texts[0:3], texts[3:4], texts[4:6], texts[6:9], texts[9:10]]
+    np.testing.assert_array_equal(found[1], np.concatenate([FakeEmbedder().embed(s) for s in slices]))
+
+
 def test_embed_run_on_a_fully_embedded_batch_calls_the_model_no_more(
     staging: Staging, progress: Progress
 ) -> None:
