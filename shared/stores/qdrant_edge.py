@@ -33,12 +33,11 @@ import json
 import os
 import shutil
 import threading
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import qdrant_edge as qe
 
@@ -47,6 +46,9 @@ from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
 from shared.stores.qdrant import HINT, IDENTITY_KEY, KEYWORD_FIELDS, STATE_FIELDS, collection_name
+
+if TYPE_CHECKING:
+    from shared.stores.qdrant_edge_migration import MigrationReport
 
 METADATA_FILE = "engram.json"
 _SHARD_CONFIG = "edge_config.json"
@@ -119,18 +121,44 @@ class EdgeConnection:
 
     embedded = True
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, migrate_from: Path | None = None) -> None:
         self._settings = settings
         self.root = settings.qdrant_edge_local_path
         self._lock = threading.RLock()
         self._shards: dict[str, qe.EdgeShard] = {}
         self._collections: dict[str, EdgeStore] = {}
+        self._migrate_from = migrate_from
+        self._migrated = migrate_from is None
+
+    def _ready(self) -> None:
+        """Before the first use in this process: the migration from a local-mode folder."""
+        with self._lock:
+            if not self._migrated:
+                self.migrate()
+
+    def migrate(self, page: int = 512) -> MigrationReport | None:
+        """Copies in a local-mode folder left by an earlier version (see ``qdrant_edge_migration.py``:
+        resumed where a run stopped; once done, never again); None when there is none. Until it is
+        done every call fails as the copy does, and is retried."""
+        from shared.stores.qdrant_edge_migration import has_local_folder, migrate_local_folder
+
+        with self._lock:
+            self._migrated = True  # the copy's own writes come through this connection
+            try:
+                if self._migrate_from is None or not has_local_folder(self._migrate_from):
+                    return None
+                prefix = self._settings.qdrant_collection_prefix
+                return migrate_local_folder(self._migrate_from, self, prefix, page)
+            except BaseException:
+                self._migrated = False
+                raise
 
     @contextmanager
     def shard(self, name: str, dimension: int) -> Iterator[qe.EdgeShard]:
         """This collection's shard for one call, held alone; made (with its payload indexes)
         if the folder holds none yet."""
         with self._lock:
+            self._ready()
             if name not in self._shards:
                 with _translated_errors("open shard"):
                     self._shards[name] = self._open(self.root / name, dimension)
@@ -150,13 +178,18 @@ class EdgeConnection:
         return shard
 
     def store(self, model: str, dimension: int) -> EdgeStore:
-        name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
+        return self.collection(
+            collection_name(self._settings.qdrant_collection_prefix, model, dimension), dimension
+        )
+
+    def collection(self, name: str, dimension: int) -> EdgeStore:
         with self._lock:
             if name not in self._collections:
                 self._collections[name] = EdgeStore(self, name, dimension)
             return self._collections[name]
 
     def _collection_names(self) -> list[str]:
+        self._ready()
         prefix = f"{self._settings.qdrant_collection_prefix}_"
         if not self.root.is_dir():
             return []
@@ -174,8 +207,7 @@ class EdgeConnection:
         """The (model, dimension) of every Engram collection that holds points, as its points say."""
         found: set[tuple[str, int]] = set()
         for name in self._collection_names():
-            dimension = int(name.rsplit("_", 1)[-1]) if name.rsplit("_", 1)[-1].isdigit() else 0
-            with self.shard(name, dimension) as shard, _translated_errors("scroll"):
+            with self.shard(name, _dimension_of(name)) as shard, _translated_errors("scroll"):
                 points, _ = shard.scroll(
                     qe.ScrollRequest(limit=1, with_payload=["embedding_model", "embedding_dim"])
                 )
@@ -199,6 +231,14 @@ class EdgeConnection:
                 shutil.rmtree(folder)
             self._collections.pop(name, None)
         return existed
+
+    def hold(self) -> Path:
+        """Loads every shard (each takes its WAL's lock, so no other process writes meanwhile) and
+        flushes it: the folder is then whole on disk, to be copied. Returns the folder."""
+        for name in self._collection_names():
+            with self.shard(name, _dimension_of(name)) as shard, _translated_errors("flush"):
+                shard.flush()
+        return self.root
 
     def read_metadata(self, name: str) -> dict[str, Any]:
         path = self.root / name / METADATA_FILE
@@ -319,7 +359,7 @@ class EdgeStore:
             return []
         with self._shard("retrieve") as shard:
             points = shard.retrieve(list(ids), with_payload=True, with_vector=True)
-        return [_point(p.id, p.vector, p.payload) for p in points]
+        return [vector_point(p.id, p.vector, p.payload) for p in points]
 
     def search(
         self, vector: Sequence[float], user_id: str, filters: SearchFilters, limit: int
@@ -337,6 +377,12 @@ class EdgeStore:
         return [(dict(point.payload or {}), float(point.score)) for point in found]
 
 
+def _dimension_of(collection: str) -> int:
+    """The dimension a collection's name ends with (``prefix_model_dimension``)."""
+    last = collection.rsplit("_", 1)[-1]
+    return int(last) if last.isdigit() else 0
+
+
 def _state(point_id: object, payload: Mapping[str, object] | None) -> PointState:
     payload = payload or {}
     version = payload.get("version")
@@ -350,7 +396,8 @@ def _state(point_id: object, payload: Mapping[str, object] | None) -> PointState
     )
 
 
-def _point(point_id: uuid.UUID | int | str, vector: object, payload: Mapping[str, Any] | None) -> VectorPoint:
+def vector_point(point_id: object, vector: object, payload: Mapping[str, Any] | None) -> VectorPoint:
+    """A point as read back (Edge's, or local mode's for the migration): version 0 when it has none."""
     whole = dict(payload or {})
     version = whole.get("version")
     values = vector if isinstance(vector, list) else []
