@@ -293,7 +293,8 @@ class EdgeStore:
         by_version: dict[int, list[qe.Point]] = defaultdict(list)
         for p in points:
             payload = {**p.payload, "version": p.version}
-            by_version[p.version].append(qe.Point(p.id, [float(x) for x in p.vector], payload))
+            vector = p.vector if isinstance(p.vector, list) else list(p.vector)  # floats, as Neo4j's
+            by_version[p.version].append(qe.Point(p.id, vector, payload))
         for version, structs in by_version.items():
             operation = qe.UpdateOperation.upsert_points(structs, condition=_version_at_most(version))
             with self._shard("upsert") as shard:
