@@ -62,11 +62,13 @@ class Settings(BaseSettings):
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
     qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key (header api-key).")
-    qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
+    qdrant_path: Path | None = Field(
+        None, description="Embedded Qdrant folder (local mode); default data_dir/qdrant."
+    )
     qdrant_engine: Literal["local", "edge"] = Field(
         "local",
-        description="Embedded engine when no server is set: local (qdrant-client's local mode, an exact "
-        "scan) or edge (Qdrant's engine in-process: HNSW, payload indexes, a WAL; beta).",
+        description="Embedded engine when no server is set: local (qdrant-client's local mode: an exact "
+        "scan in Python) or edge (Qdrant Edge, Qdrant's engine in-process: payload indexes, a WAL; beta).",
     )
     qdrant_edge_path: Path | None = Field(
         None,
