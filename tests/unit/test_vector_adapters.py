@@ -8,6 +8,7 @@ Each test runs on both real engines in a tmp folder; what the stage services rel
 from __future__ import annotations
 
 import math
+import shutil
 import subprocess
 import sys
 import uuid
@@ -213,3 +214,26 @@ def test_a_second_process_is_refused_the_folder_with_a_clear_error(opened: Opene
     assert "let one worker own the embedded folder" in message
     opened.store.upsert([point(2, 1)])
     assert opened.store.count() == 2
+
+
+def test_a_held_folder_copied_whole_opens_with_every_point(
+    opened: Opened, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Given points written, and the folder held (its lock taken, everything on disk) as
+    # `engram backup --qdrant` holds it
+    opened.store.upsert([point(n, 3) for n in range(1, 8)])
+    opened.store.stamp("store-a")
+    folder = opened.connection.hold()
+
+    # When it is copied and the copy opened in its place
+    copy = tmp_path_factory.mktemp("copy")
+    shutil.copytree(folder, copy / folder.name)
+    restored = connect(opened.engine, copy)
+    try:
+        # Then the copy holds every point at its version, and the stamp
+        store = restored.store(MODEL, DIM)
+        assert store.count() == 7
+        assert {s.version for s in store.states([pid(n) for n in range(1, 8)]).values()} == {3}
+        assert store.identity() == "store-a"
+    finally:
+        restored.close()
