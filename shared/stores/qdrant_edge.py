@@ -1,8 +1,11 @@
 """Qdrant Edge, the embedded backup engine: Qdrant's own engine in this process (``qdrant-edge-py``).
 
-Chosen with ``ENGRAM_QDRANT_ENGINE=edge`` when no server is configured. Edge is the server's
-engine without the server (HNSW, payload indexes, a WAL), where qdrant-client's local mode is an
-exact scan in Python: see README, "The embedded backup engine", for the figures.
+Chosen with ``ENGRAM_QDRANT_ENGINE=edge`` when no server is configured (opt-in: local mode stays
+the default, see README, "The embedded backup engine", for the figures and why). Edge is the
+server's engine without the server (payload indexes, a WAL; HNSW only once ``optimize()`` has run,
+which Engram does not call: a tenant's search is an exact scan of that tenant's points, cut to
+them by the tenant's payload index), where qdrant-client's local mode is an exact scan of every
+point in Python.
 
 Layout: one Edge shard per collection, ``<ENGRAM_QDRANT_EDGE_PATH>/<collection>/`` (Edge has no
 collections: a shard is one), and beside each shard's own files ``engram.json``, the metadata a
