@@ -207,7 +207,8 @@ def default_probes(
 
     def qdrant_probe() -> ServiceHealth:
         if settings.qdrant_url is None:
-            folder = settings.qdrant_local_path
+            edge = settings.qdrant_engine == "edge"
+            folder = settings.qdrant_edge_local_path if edge else settings.qdrant_local_path
             state = "exists" if folder.is_dir() else "is not created yet (no write so far)"
             return ServiceHealth(status="embedded", detail=f"folder {folder} {state}")
         headers = {"api-key": settings.qdrant_api_key.get_secret_value()} if settings.qdrant_api_key else {}

@@ -166,11 +166,12 @@ def run_backup(args: argparse.Namespace) -> int:
 def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: str) -> str:
     """A snapshot on a server; a copy of the embedded folder while this process holds its lock."""
     from shared.stores.qdrant import QdrantConnection
+    from shared.stores.vectors import connect_vectors
 
-    connection = QdrantConnection(settings)
+    connection = connect_vectors(settings)
     started = time.monotonic()
     try:
-        if not connection.embedded:
+        if isinstance(connection, QdrantConnection) and not connection.embedded:
             stored = graph.stored_model()
             if stored is None:
                 return "Qdrant: nothing stored yet"
@@ -181,21 +182,25 @@ def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: s
             took = time.monotonic() - started
             return f"Qdrant: snapshot {name} of {store.collection} on the server ({took:.1f} s)"
         try:
-            connection.client()  # holds the folder's lock: no writer meanwhile
+            source = connection.hold()  # holds the folder's lock: no writer meanwhile
         except ServiceUnavailable as exc:
             raise ServiceUnavailable(
                 "qdrant",
-                f"the embedded folder {settings.qdrant_local_path} is held by another process",
+                f"the embedded folder {_embedded_folder(settings)} is held by another process",
                 "stop the write worker, then run this again",
             ) from exc
         target = folder / f"qdrant-{stamp}"
-        shutil.copytree(settings.qdrant_local_path, target)
+        shutil.copytree(source, target)
         return (
             f"Qdrant: folder copied to {target} ({time.monotonic() - started:.1f} s); to use it, stop the "
-            f"write worker and put it in place of {settings.qdrant_local_path}"
+            f"write worker and put it in place of {source}"
         )
     finally:
         connection.close()
+
+
+def _embedded_folder(settings: Settings) -> Path:
+    return settings.qdrant_edge_local_path if settings.qdrant_engine == "edge" else settings.qdrant_local_path
 
 
 def _print_report(report: RestoreReport, as_json: bool, seconds: float) -> None:

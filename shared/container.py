@@ -32,10 +32,10 @@ from shared.services.sync import Syncer
 from shared.services.write import WriteStage
 from shared.settings import Settings
 from shared.staging import Staging
-from shared.stores.base import EmbeddingTarget
+from shared.stores.base import EmbeddingTarget, SearchableVectorStore, VectorConnection
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j_incremental import Neo4jIncremental
-from shared.stores.qdrant import QdrantConnection, QdrantStore
+from shared.stores.vectors import connect_vectors
 from shared.tokenizer import load_tokenizer
 from shared.versions import VersionClock
 
@@ -68,10 +68,10 @@ class Container:
         return Neo4jStore(self.settings)
 
     @cached_property
-    def qdrant(self) -> QdrantConnection:
-        return QdrantConnection(self.settings)
+    def qdrant(self) -> VectorConnection:
+        return connect_vectors(self.settings)
 
-    def vectors(self, model: str, dimension: int) -> QdrantStore:
+    def vectors(self, model: str, dimension: int) -> SearchableVectorStore:
         return self.qdrant.store(model, dimension)
 
     # Models.

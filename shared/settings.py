@@ -62,7 +62,19 @@ class Settings(BaseSettings):
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
     qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")
     qdrant_api_key: SecretStr | None = Field(None, description="Qdrant server API key (header api-key).")
-    qdrant_path: Path | None = Field(None, description="Embedded Qdrant folder; default data_dir/qdrant.")
+    qdrant_path: Path | None = Field(
+        None, description="Embedded Qdrant folder (local mode); default data_dir/qdrant."
+    )
+    qdrant_engine: Literal["local", "edge"] = Field(
+        "local",
+        description="Embedded engine when no server is set: local (qdrant-client's local mode: an exact "
+        "scan in Python) or edge (Qdrant Edge, Qdrant's engine in-process: payload indexes, a WAL; beta).",
+    )
+    qdrant_edge_path: Path | None = Field(
+        None,
+        description="Embedded Qdrant Edge folder; default data_dir/qdrant-edge. A local-mode folder "
+        "found at the embedded path is copied into it on first open.",
+    )
     qdrant_collection_prefix: str = Field(
         "engram", description="Collections are named prefix_model_dimension."
     )
@@ -465,6 +477,10 @@ class Settings(BaseSettings):
     @property
     def qdrant_local_path(self) -> Path:
         return self.qdrant_path or self.data_dir / "qdrant"
+
+    @property
+    def qdrant_edge_local_path(self) -> Path:
+        return self.qdrant_edge_path or self.data_dir / "qdrant-edge"
 
     @property
     def metrics_path(self) -> Path:

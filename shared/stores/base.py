@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from shared.errors import ConfigurationError, EngramError, ModelMigration
@@ -199,6 +200,39 @@ class VectorStore(Protocol):
 
     def retrieve(self, ids: Sequence[str]) -> list[VectorPoint]:
         """Points with their vectors and payloads, for a restore."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SearchableVectorStore(VectorStore, Protocol):
+    """A collection the process searches itself: a server's, or the embedded one it owns."""
+
+    def search(
+        self, vector: Sequence[float], user_id: str, filters: SearchFilters, limit: int
+    ) -> list[tuple[dict[str, Any], float]]:
+        """The tenant's nearest points passing the filters: (payload, cosine similarity), best first."""
+        ...
+
+
+class VectorConnection(Protocol):
+    """The process's vector stores, one collection per model: a Qdrant server (``qdrant.py``) or
+    an embedded engine, qdrant-client's local mode (``qdrant.py``) or Qdrant Edge
+    (``qdrant_edge.py``). An embedded one is opened by one process only."""
+
+    @property
+    def embedded(self) -> bool: ...
+
+    def store(self, model: str, dimension: int) -> SearchableVectorStore: ...
+
+    def dimensions_of(self, model: str) -> list[int]: ...
+
+    def models(self) -> list[tuple[str, int]]: ...
+
+    def drop(self, model: str, dimension: int) -> bool: ...
+
+    def hold(self) -> Path:
+        """Embedded only: opens the folder, holding its lock, with everything on disk; its path."""
         ...
 
     def close(self) -> None: ...

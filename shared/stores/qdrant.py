@@ -19,6 +19,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -120,6 +121,11 @@ class QdrantConnection:
         thread-safe); a server client is shared."""
         with self._lock if self.embedded else nullcontext():
             yield self.client()
+
+    def hold(self) -> Path:
+        """Opens the embedded folder (its lock: no other process writes meanwhile) and names it."""
+        self.client()
+        return self._settings.qdrant_local_path
 
     def _connect(self) -> QdrantClient:
         settings = self._settings

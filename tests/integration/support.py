@@ -15,11 +15,11 @@ from typing import Any
 
 import neo4j
 from fastapi.testclient import TestClient
-from qdrant_client import QdrantClient
 
 from shared.auth import NewKey
 from shared.settings import Settings
-from shared.stores.qdrant import collection_name
+from shared.stores.base import SearchableVectorStore, VectorPoint, VectorStore
+from shared.stores.vectors import connect_vectors
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -138,12 +138,28 @@ def wait_until_finished(
 
 
 @contextmanager
-def qdrant_reader(workers: Workers, settings: Settings) -> Iterator[tuple[QdrantClient, str]]:
-    """Pauses the worker that owns the embedded Qdrant folder and opens it for reading."""
+def qdrant_reader(workers: Workers, settings: Settings) -> Iterator[SearchableVectorStore]:
+    """Pauses the worker that owns the embedded Qdrant folder and opens it, through the adapter of
+    the engine the settings name (``ENGRAM_QDRANT_ENGINE``: local mode or Edge)."""
     workers.stop("write")
-    client = QdrantClient(path=str(settings.qdrant_local_path))
+    connection = connect_vectors(settings)
     try:
-        yield client, collection_name(settings.qdrant_collection_prefix, MODEL, DIMENSION)
+        yield connection.store(MODEL, DIMENSION)
     finally:
-        client.close()
+        connection.close()
         workers.start("write")
+
+
+ANY_VERSION = 2**62
+"""A delete at this version takes a point whatever version it holds (drift made by hand)."""
+
+
+def tenant_points(store: VectorStore, user_id: str) -> dict[str, VectorPoint]:
+    """Every point of one tenant, with its vector and whole payload."""
+    ids: list[str] = []
+    after: str | None = None
+    while True:
+        rows, after = store.scroll_payloads(after, 1000, ["user_id"], user_id)
+        ids.extend(point_id for point_id, _ in rows)
+        if after is None:
+            return {p.id: p for p in store.retrieve(ids)}

@@ -14,10 +14,9 @@ from typing import Any
 import neo4j
 import pytest
 from fastapi.testclient import TestClient
-from qdrant_client import models as qm
 
 from shared.settings import Settings
-from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, wait_until_finished
+from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points, wait_until_finished
 
 pytestmark = pytest.mark.integration
 ENGRAM = str(Path(sys.executable).with_name("engram"))
@@ -188,14 +187,8 @@ def test_an_edited_paragraph_re_embeds_only_its_chunks_and_metadata_alone_embeds
         neo4j_driver, "MATCH (d:Document {user_id: $u, external_id: 'long'}) RETURN d.metadata AS m", u=tenant
     )
     assert json.loads(metadata[0]["m"]) == {"k": "v"}
-    with qdrant_reader(workers, settings) as (client, collection):
-        points = client.count(
-            collection,
-            count_filter=qm.Filter(
-                must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant))]
-            ),
-            exact=True,
-        ).count
+    with qdrant_reader(workers, settings) as store:
+        points = len(tenant_points(store, tenant))
     assert points == relabelled["chunks"]
 
 
@@ -315,14 +308,8 @@ def test_sync_adds_updates_and_forgets_only_its_own_folders_documents(
     assert stored(neo4j_driver, tenant + "-b") == others
     # And the forgotten document is gone from Qdrant too: its points are the tenant's memories
     memories = cypher(neo4j_driver, "MATCH (m:Memory {user_id: $u}) RETURN m.id AS id", u=tenant)
-    with qdrant_reader(workers, settings) as (client, collection):
-        points = client.count(
-            collection,
-            count_filter=qm.Filter(
-                must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant))]
-            ),
-            exact=True,
-        ).count
+    with qdrant_reader(workers, settings) as store:
+        points = len(tenant_points(store, tenant))
     assert points == len(memories)
 
 

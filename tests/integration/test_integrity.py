@@ -10,12 +10,18 @@ import neo4j
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from qdrant_client import models as qm
 
 from producers.client import EngramClient
 from shared.models import DocumentIn
 from shared.settings import Settings
-from tests.integration.support import Workers, cypher, qdrant_reader, wait_until_finished
+from tests.integration.support import (
+    ANY_VERSION,
+    Workers,
+    cypher,
+    qdrant_reader,
+    tenant_points,
+    wait_until_finished,
+)
 from tests.integration.test_pipeline import FACTS, long_text, post_documents
 from workers.app import CHUNK_TASK
 from workers.app import app as celery_app
@@ -33,16 +39,9 @@ def memories(driver: neo4j.Driver, user_id: str) -> dict[str, dict[str, Any]]:
 
 
 def points(workers: Workers, settings: Settings, user_id: str) -> dict[str, dict[str, Any]]:
-    with qdrant_reader(workers, settings) as (client, collection):
-        found, _ = client.scroll(
-            collection,
-            scroll_filter=qm.Filter(
-                must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))]
-            ),
-            limit=10_000,
-            with_payload=True,
-        )
-    return {str(p.id): dict(p.payload or {}) for p in found}
+    with qdrant_reader(workers, settings) as store:
+        found = tenant_points(store, user_id)
+    return {point_id: dict(p.payload) for point_id, p in found.items()}
 
 
 def assert_parity(driver: neo4j.Driver, workers: Workers, settings: Settings, user_id: str) -> dict[str, Any]:
@@ -211,8 +210,8 @@ def test_drift_made_by_hand_in_each_store_is_found_by_a_dry_run_and_repaired_by_
     post_documents(api, [{"user_id": tenant, "id": key, "text": text} for key, text in FACTS.items()])
     wait_until_finished(api, tenant, list(FACTS))
     ids = sorted(memories(neo4j_driver, tenant))
-    with qdrant_reader(workers, settings) as (client, collection):
-        client.delete(collection, points_selector=qm.PointIdsList(points=ids[:2]))
+    with qdrant_reader(workers, settings) as store:
+        store.delete({point_id: ANY_VERSION for point_id in ids[:2]})
     cypher(neo4j_driver, "MATCH (m:Memory) WHERE m.id IN $ids DETACH DELETE m", ids=ids[2:4])
 
     client = EngramClient(settings)

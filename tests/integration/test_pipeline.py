@@ -8,7 +8,14 @@ from fastapi.testclient import TestClient
 
 from shared.settings import Settings
 from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
-from tests.integration.support import MODEL, Workers, cypher, qdrant_reader, wait_until_finished
+from tests.integration.support import (
+    MODEL,
+    Workers,
+    cypher,
+    qdrant_reader,
+    tenant_points,
+    wait_until_finished,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -129,11 +136,11 @@ def test_ingest_lands_in_both_stores_with_relations_indexes_and_sync(
             u=tenant,
         )
     }
-    with qdrant_reader(workers, settings) as (client, collection):
-        points = client.retrieve(collection, ids=list(stored), with_payload=True, with_vectors=True)
-    assert {str(p.id) for p in points} == set(stored)
+    with qdrant_reader(workers, settings) as store:
+        points = store.retrieve(list(stored))
+    assert {p.id for p in points} == set(stored)
     for point in points:
-        payload = point.payload or {}
+        payload = point.payload
         assert payload["user_id"] == tenant
         assert "embedding" not in payload and "vector_sync" not in payload
         if str(point.id) in by_id:
@@ -197,16 +204,8 @@ def test_ingesting_the_same_documents_twice_changes_no_counts(
     ids = [
         r["id"] for r in cypher(neo4j_driver, "MATCH (m:Memory {user_id: $u}) RETURN m.id AS id", u=tenant)
     ]
-    with qdrant_reader(workers, settings) as (client, collection):
-        from qdrant_client import models as qm
-
-        points = client.count(
-            collection,
-            count_filter=qm.Filter(
-                must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant))]
-            ),
-            exact=True,
-        ).count
+    with qdrant_reader(workers, settings) as store:
+        points = len(tenant_points(store, tenant))
     assert points == len(ids) == first["memories"]
 
 
@@ -235,10 +234,10 @@ def test_reingesting_a_changed_document_replaces_its_chunks_in_both_stores(
     assert after[0]["content"] == FACTS["sourdough"]
     tombstones = cypher(neo4j_driver, "MATCH (t:DeletedMemory {user_id: $u}) RETURN count(t) AS n", u=tenant)
     assert tombstones[0]["n"] == 0
-    with qdrant_reader(workers, settings) as (client, collection):
-        remaining = client.retrieve(collection, ids=list(before), with_payload=True)
-    assert [str(p.id) for p in remaining] == [after[0]["id"]]
-    assert (remaining[0].payload or {})["content"] == FACTS["sourdough"]
+    with qdrant_reader(workers, settings) as store:
+        remaining = store.retrieve(list(before))
+    assert [p.id for p in remaining] == [after[0]["id"]]
+    assert remaining[0].payload["content"] == FACTS["sourdough"]
 
 
 def test_qdrant_unreachable_lands_in_neo4j_as_failed_and_reconcile_repairs_it(
@@ -281,6 +280,6 @@ def test_qdrant_unreachable_lands_in_neo4j_as_failed_and_reconcile_repairs_it(
         u=tenant,
     )
     assert synced[0]["states"] == ["synced"]
-    with qdrant_reader(workers, settings) as (qdrant, collection):
-        points = qdrant.retrieve(collection, ids=[r["id"] for r in rows])
+    with qdrant_reader(workers, settings) as store:
+        points = store.retrieve([r["id"] for r in rows])
     assert len(points) == len(FACTS)

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import neo4j
 import pytest
 from fastapi.testclient import TestClient
-from qdrant_client import QdrantClient
 
 from producers.client import EngramClient
 from shared.settings import Settings
 from shared.stores.base import MigrationState
 from shared.stores.qdrant import collection_name
+from shared.stores.vectors import connect_vectors
 from tests.integration.support import DIMENSION, MODEL, WORKERS, Workers, cypher, wait_until_finished
 from tests.integration.test_pipeline import FACTS, long_text, post_documents
 
@@ -32,24 +30,26 @@ NEW_MODEL = "minilm-renamed"
 
 
 def all_points(workers: Workers, settings: Settings, env: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Every point of every collection, by collection, read while the write worker is paused."""
-    with _reader(workers, settings, env) as client:
-        found: dict[str, dict[str, Any]] = {}
-        for collection in client.get_collections().collections:
-            points, _ = client.scroll(collection.name, limit=100_000, with_payload=True)
-            found[collection.name] = {str(p.id): dict(p.payload or {}) for p in points}
-    return found
-
-
-@contextmanager
-def _reader(workers: Workers, settings: Settings, env: dict[str, str]) -> Iterator[QdrantClient]:
+    """Every point of every collection that holds some, by collection, read while the write worker
+    is paused (through the adapter of the engine the settings name)."""
     workers.stop("write")
-    client = QdrantClient(path=str(settings.qdrant_local_path))
+    connection = connect_vectors(settings)
     try:
-        yield client
+        found: dict[str, dict[str, Any]] = {}
+        for model, dimension in connection.models():
+            store = connection.store(model, dimension)
+            ids: list[str] = []
+            after: str | None = None
+            while True:
+                rows, after = store.scroll_payloads(after, 1000, ["id"])
+                ids.extend(point_id for point_id, _ in rows)
+                if after is None:
+                    break
+            found[store.collection] = {p.id: dict(p.payload) for p in store.retrieve(ids)}
     finally:
-        client.close()
+        connection.close()
         workers.start("write", **env)
+    return found
 
 
 def memory_versions(driver: neo4j.Driver) -> dict[str, int]:

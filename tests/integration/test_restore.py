@@ -9,12 +9,18 @@ from typing import Any
 import neo4j
 import pytest
 from fastapi.testclient import TestClient
-from qdrant_client import models as qm
 
 from producers.cli import main as cli_main
 from producers.client import EngramClient
 from shared.settings import Settings
-from tests.integration.support import KeyMaker, Workers, cypher, qdrant_reader, wait_until_finished
+from tests.integration.support import (
+    KeyMaker,
+    Workers,
+    cypher,
+    qdrant_reader,
+    tenant_points,
+    wait_until_finished,
+)
 from tests.integration.test_pipeline import FACTS, long_text, post_documents, tenant_counts
 
 pytestmark = pytest.mark.integration
@@ -110,18 +116,11 @@ def test_restore_to_qdrant_rebuilds_the_points_with_the_document_fields(
 
     # Then each point holds the Memory and its document's fields, which a restore needs
     assert (report["restored"], report["failed"]) == (len(FACTS), 0)
-    with qdrant_reader(workers, settings) as (client, collection):
-        points, _ = client.scroll(
-            collection,
-            scroll_filter=qm.Filter(
-                must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant))]
-            ),
-            limit=100,
-            with_payload=True,
-        )
+    with qdrant_reader(workers, settings) as store:
+        points = tenant_points(store, tenant)
     assert len(points) == len(FACTS)
-    for point in points:
-        payload = point.payload or {}
+    for point in points.values():
+        payload = point.payload
         assert payload["document"]["source"] == "facts"
         assert payload["document"]["ingested_at"] and payload["updated_at"]
 

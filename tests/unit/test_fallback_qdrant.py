@@ -1,6 +1,7 @@
-"""``QdrantStore.search`` on a real embedded Qdrant (local mode, a tmp folder): every filter works.
+"""The fallback's search on each real embedded engine (local mode and Qdrant Edge, a tmp folder):
+every filter works.
 
-Local mode is the engine the fallback searches when no server is configured; its filter support
+These are the engines the fallback searches when no server is configured; their filter support
 is not the server's, so each filter Neo4j applies is tried here on the real thing.
 """
 
@@ -13,9 +14,9 @@ from typing import Any
 import pytest
 
 from shared.models import Memory, SearchFilters
-from shared.settings import Settings
+from shared.search.sources import NearestMemories
 from shared.stores.base import VectorPoint
-from shared.stores.qdrant import QdrantConnection, QdrantStore
+from tests.unit.vector_engines import ENGINES, connect
 
 MEMORIES: list[dict[str, Any]] = [
     # id, tenant, project, session, document, type, tags, created_at, vector
@@ -54,11 +55,10 @@ def payload(spec: dict[str, Any]) -> dict[str, Any]:
     ).payload()
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QdrantStore]:
+@pytest.fixture(scope="module", params=ENGINES)
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     folder: Path = tmp_path_factory.mktemp("qdrant")
-    settings = Settings(_env_file=None, qdrant_url=None, qdrant_path=folder)
-    connection = QdrantConnection(settings)
+    connection = connect(request.param, folder)
     vectors = connection.store("test-model", 3)
     vectors.upsert([VectorPoint(point_id(m["n"]), m["v"], 1, payload(m)) for m in MEMORIES])
     yield vectors
@@ -66,19 +66,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QdrantStore]:
 
 
 def found(
-    store: QdrantStore, user_id: str = "alice", vector: list[float] | None = None, **filters: Any
+    store: NearestMemories, user_id: str = "alice", vector: list[float] | None = None, **filters: Any
 ) -> list[int]:
     hits = store.search(vector or [1.0, 0.0, 0.0], user_id, SearchFilters.model_validate(filters), limit=10)
     return [int(payload["id"][-12:]) for payload, _ in hits]
 
 
-def test_the_tenant_is_always_applied(store: QdrantStore) -> None:
+def test_the_tenant_is_always_applied(store: NearestMemories) -> None:
     assert sorted(found(store)) == [1, 2, 3, 4]
     assert found(store, user_id="bob") == [5]
     assert found(store, user_id="carol") == []
 
 
-def test_hits_come_best_first_scored_in_cosine_with_the_memory_as_payload(store: QdrantStore) -> None:
+def test_hits_come_best_first_scored_in_cosine_with_the_memory_as_payload(store: NearestMemories) -> None:
     hits = store.search([1.0, 0.0, 0.0], "alice", SearchFilters(), limit=2)
 
     assert [(int(p["id"][-12:]), round(score, 4)) for p, score in hits] == [(1, 1.0), (2, 0.8)]
@@ -105,6 +105,6 @@ def test_hits_come_best_first_scored_in_cosine_with_the_memory_as_payload(store:
     ],
 )
 def test_each_filter_applies_as_in_neo4j(
-    store: QdrantStore, filters: dict[str, Any], expected: list[int]
+    store: NearestMemories, filters: dict[str, Any], expected: list[int]
 ) -> None:
     assert sorted(found(store, **filters)) == expected

@@ -1,0 +1,116 @@
+"""The upgrade of an embedded folder from qdrant-client's local mode to Qdrant Edge, on the real
+engines: everything comes over with its versions and the primary's stamp, the local folder is
+left in place, a second start copies nothing, a stopped copy resumes where it stopped, and a point
+written newer in Edge meanwhile is not overwritten."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from qdrant_client import QdrantClient
+
+from shared.stores.base import VectorPoint
+from shared.stores.qdrant_edge import EdgeConnection
+from shared.stores.qdrant_edge_migration import MARKER
+from tests.unit.vector_engines import connect, engine_settings
+
+MODEL, DIM = "test-model", 4
+
+
+def pid(n: int) -> str:
+    return str(uuid.UUID(int=n))
+
+
+def point(n: int, version: int, dim: int = DIM) -> VectorPoint:
+    payload = {"id": pid(n), "user_id": "alice", "content": f"m{n} v{version}", "embedding_model": MODEL}
+    return VectorPoint(pid(n), [1.0, float(n)] + [0.5] * (dim - 2), version, payload)
+
+
+def local_folder(folder: Path, points: list[VectorPoint], stamp: str | None = "store-a") -> None:
+    connection = connect("local", folder)
+    store = connection.store(MODEL, DIM)
+    store.upsert(points)
+    if stamp:
+        store.stamp(stamp)
+    connection.close()
+
+
+def edge_of(folder: Path) -> EdgeConnection:
+    settings = engine_settings("edge", folder)
+    return EdgeConnection(settings, migrate_from=settings.qdrant_local_path)
+
+
+def test_a_local_folder_comes_over_whole_on_first_use_and_stays_in_place(tmp_path: Path) -> None:
+    # Given a local-mode folder of 30 points at versions 1-3, stamped by the primary
+    local_folder(tmp_path, [point(n, n % 3 + 1) for n in range(1, 31)])
+
+    # When Edge is first used
+    edge = edge_of(tmp_path)
+    store = edge.store(MODEL, DIM)
+    try:
+        # Then it holds every point at its version, with its payload and the stamp
+        assert store.count() == 30
+        states = store.states([pid(n) for n in range(1, 31)])
+        assert {i: s.version for i, s in states.items()} == {pid(n): n % 3 + 1 for n in range(1, 31)}
+        assert store.retrieve([pid(7)])[0].payload["content"] == "m7 v2"
+        assert store.identity() == "store-a"
+        assert edge.models() == []  # these test points carry no embedding_dim: no model is claimed
+    finally:
+        edge.close()
+
+    # And the local folder is still there, readable, with its 30 points
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    assert client.count(client.get_collections().collections[0].name).count == 30
+    client.close()
+    assert json.loads((tmp_path / "qdrant-edge" / MARKER).read_text())["done_at"]
+
+
+def test_a_second_start_copies_nothing_and_newer_edge_points_are_kept(tmp_path: Path) -> None:
+    local_folder(tmp_path, [point(n, 1) for n in range(1, 6)])
+    edge = edge_of(tmp_path)
+    edge.store(MODEL, DIM).upsert([point(2, 9)])  # the first use copies; then the pipeline writes v9
+    edge.close()
+
+    again = edge_of(tmp_path)
+    try:
+        report = again.migrate()
+        assert report is not None and report.already_done and report.copied == {}
+        states = again.store(MODEL, DIM).states([pid(n) for n in range(1, 6)])
+        assert {i: s.version for i, s in states.items()} == {
+            pid(1): 1,
+            pid(2): 9,
+            pid(3): 1,
+            pid(4): 1,
+            pid(5): 1,
+        }
+    finally:
+        again.close()
+
+
+def test_a_copy_stopped_midway_resumes_after_the_last_page_recorded(tmp_path: Path) -> None:
+    # Given 20 local points, and a copy that stopped after recording two pages of 5
+    local_folder(tmp_path, [point(n, 1) for n in range(1, 21)])
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    name = client.get_collections().collections[0].name
+    client.close()
+    marker = tmp_path / "qdrant-edge" / MARKER
+    marker.parent.mkdir()
+    marker.write_text(json.dumps({"collections": {name: {"next": pid(11), "copied": 10}}}))
+    edge = edge_of(tmp_path)
+
+    # When the copy runs again
+    try:
+        report = edge.migrate(page=5)
+
+        # Then it copies from the page recorded on (points 11-20), no more, and is done
+        assert report is not None and report.done and report.copied == {name: 10}
+        store = edge.store(MODEL, DIM)
+        assert store.count() == 10
+        assert sorted(store.states([pid(n) for n in range(1, 21)])) == [pid(n) for n in range(11, 21)]
+        recorded = json.loads(marker.read_text())
+        assert recorded["collections"][name] == {"next": None, "copied": 20, "done": True}
+        assert recorded["done_at"]
+    finally:
+        edge.close()
