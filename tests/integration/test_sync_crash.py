@@ -14,11 +14,10 @@ from typing import Any
 
 import neo4j
 import pytest
-from qdrant_client import models as qm
 
 from producers.client import EngramClient
 from shared.settings import Settings
-from tests.integration.support import ROOT, Workers, cypher, qdrant_reader
+from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points
 from tests.integration.test_incremental_ingest import ENGRAM, notes
 
 pytestmark = pytest.mark.integration
@@ -45,12 +44,10 @@ def snapshot(driver: neo4j.Driver, tenant: str) -> dict[str, State]:
 def qdrant_documents(workers: Workers, settings: Settings, tenant: str) -> dict[str, set[tuple[str, int]]]:
     """Per document id, the (memory id, version) of its points."""
     found: dict[str, set[tuple[str, int]]] = {}
-    tenant_only = qm.Filter(must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant))])
-    with qdrant_reader(workers, settings) as (client, collection):
-        points, _ = client.scroll(collection, scroll_filter=tenant_only, limit=10_000, with_payload=True)
-    for point in points:
-        payload = point.payload or {}
-        found.setdefault(str(payload["document_id"]), set()).add((str(point.id), int(payload["version"])))
+    with qdrant_reader(workers, settings) as store:
+        points = tenant_points(store, tenant)
+    for point in points.values():
+        found.setdefault(str(point.payload["document_id"]), set()).add((point.id, point.version))
     return found
 
 
