@@ -55,13 +55,22 @@ def enable_multiprocess(settings: Settings) -> Path | None:
     be made (a CLI run where the data folder is read-only) leaves them in memory, with a warning."""
     folder = process_dir(settings)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
     except OSError as exc:
         log.warning("metrics stay in this process's memory: cannot make %s (%s)", folder, exc)
         return None
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)
     values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
     return folder
+
+
+def private_folder(folder: Path) -> None:
+    """Makes ``folder`` and whichever of its parents are missing, each readable by this user alone
+    (``mkdir(parents=True)`` gives the parents the umask's mode: a bare import made a data folder of
+    0755): metric files name tenants' routes and counts."""
+    missing = [path for path in (folder, *folder.parents) if not path.exists()]
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
 
 
 def disable_multiprocess() -> None:
