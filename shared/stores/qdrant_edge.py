@@ -32,8 +32,6 @@ version not newer or none).
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import threading
 from collections import defaultdict
@@ -49,6 +47,7 @@ from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
 from shared.stores.qdrant import HINT, IDENTITY_KEY, KEYWORD_FIELDS, STATE_FIELDS, collection_name
+from shared.stores.qdrant_edge_migration import read_json, write_json
 
 if TYPE_CHECKING:
     from shared.stores.qdrant_edge_migration import MigrationReport
@@ -244,28 +243,10 @@ class EdgeConnection:
         return self.root
 
     def read_metadata(self, name: str) -> dict[str, Any]:
-        path = self.root / name / METADATA_FILE
-        try:
-            found = json.loads(path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise ServiceUnavailable("qdrant", f"read {path}: {exc}", HINT) from exc
-        return found if isinstance(found, dict) else {}
+        return read_json(self.root / name / METADATA_FILE)
 
     def write_metadata(self, name: str, metadata: Mapping[str, Any]) -> None:
-        """Written whole and renamed into place, so a crash leaves the old file or the new one."""
-        folder = self.root / name
-        path, partial = folder / METADATA_FILE, folder / f"{METADATA_FILE}.partial"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            with partial.open("w") as out:
-                json.dump(dict(metadata), out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(partial, path)
-        except OSError as exc:
-            raise ServiceUnavailable("qdrant", f"write {path}: {exc}", HINT) from exc
+        write_json(self.root / name / METADATA_FILE, metadata)
 
     def close(self) -> None:
         with self._lock:

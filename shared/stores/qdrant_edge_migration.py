@@ -40,7 +40,8 @@ class MigrationReport:
     already_done: bool = False
 
 
-def _read_marker(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
+    """The object a JSON file holds; {} when there is no file (or it holds no object)."""
     try:
         found = json.loads(path.read_text())
     except FileNotFoundError:
@@ -50,7 +51,8 @@ def _read_marker(path: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _write_marker(path: Path, marker: Mapping[str, Any]) -> None:
+def write_json(path: Path, marker: Mapping[str, Any]) -> None:
+    """Written whole and renamed into place, so a crash leaves the old file or the new one."""
     partial = path.with_name(f"{path.name}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +73,7 @@ def has_local_folder(local: Path) -> bool:
 def migrate_local_folder(local: Path, edge: EdgeConnection, prefix: str, page: int = PAGE) -> MigrationReport:
     """Copies every Engram collection of the local-mode folder into Edge, from where a run left off."""
     marker_path = edge.root / MARKER
-    marker = _read_marker(marker_path)
+    marker = read_json(marker_path)
     if marker.get("done_at"):
         return MigrationReport(done=True, already_done=True)
     report = MigrationReport()
@@ -110,19 +112,19 @@ def migrate_local_folder(local: Path, edge: EdgeConnection, prefix: str, page: i
                 if after is None:
                     break
                 progress[name] = state
-                _write_marker(marker_path, {"collections": progress})
+                write_json(marker_path, {"collections": progress})
             identity = (config.metadata or {}).get(IDENTITY_KEY)
             if isinstance(identity, str) and store.identity() is None:
                 store.stamp(identity)
             progress[name] = {**state, "done": True}
-            _write_marker(marker_path, {"collections": progress})
+            write_json(marker_path, {"collections": progress})
             report.copied[name] = copied
             log.info(
                 "copied %d points of %s from the local-mode folder %s into Qdrant Edge", copied, name, local
             )
     finally:
         client.close()
-    _write_marker(
+    write_json(
         marker_path, {"collections": progress, "from": str(local), "done_at": datetime.now(UTC).isoformat()}
     )
     report.done = True
