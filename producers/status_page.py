@@ -128,6 +128,17 @@ def _refused(request: Request, status: int, message: str, session: Session | Non
     return _page(request, "problem.html", status, message=message, session=session)
 
 
+async def _scoped(request: Request, tenant: str | None) -> tuple[Session, str | None] | Response:
+    """The signed-in session and the tenant a page shows (a tenant key's own, whatever is asked),
+    or the page to answer instead: the sign-in form, or a refusal of another tenant."""
+    session = await _signed_in(request)
+    if session is None:
+        return _signin(request)
+    if session.tenant is not None and tenant not in (None, session.tenant):
+        return _refused(request, 403, "This key is not for that tenant.", session)
+    return session, session.tenant or tenant
+
+
 def _redirect(path: str, **params: str) -> Response:
     query = urlencode({k: v for k, v in params.items() if v})
     response = RedirectResponse(f"{path}?{query}" if query else path, status_code=303)
@@ -186,12 +197,10 @@ async def sign_out(request: Request) -> Response:
 
 @router.get("")
 async def status(request: Request, tenant: TenantQuery = None, q: SearchText = None) -> Response:
-    session = await _signed_in(request)
-    if session is None:
-        return _signin(request)
-    if session.tenant is not None and tenant not in (None, session.tenant):
-        return _refused(request, 403, "This key is not for that tenant.", session)
-    scope = session.tenant or tenant
+    signed = await _scoped(request, tenant)
+    if isinstance(signed, Response):
+        return signed
+    session, scope = signed
     view = await run_in_threadpool(_gather, session, scope)
     if q:
         view["search"] = await _search(scope, q, request)
@@ -200,12 +209,10 @@ async def status(request: Request, tenant: TenantQuery = None, q: SearchText = N
 
 @router.get("/entities/{name:path}")
 async def entity(request: Request, name: str, tenant: TenantQuery = None) -> Response:
-    session = await _signed_in(request)
-    if session is None:
-        return _signin(request)
-    if session.tenant is not None and tenant not in (None, session.tenant):
-        return _refused(request, 403, "This key is not for that tenant.", session)
-    scope = session.tenant or tenant
+    signed = await _scoped(request, tenant)
+    if isinstance(signed, Response):
+        return signed
+    session, scope = signed
     if scope is None:
         return _refused(request, 422, "Pick a tenant first: an entity belongs to one.", session)
     name = name[:200]
