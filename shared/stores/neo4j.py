@@ -59,6 +59,9 @@ from shared.stores.neo4j_graph import (
 )
 
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
+# What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
+CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
+
 SCHEMA_MADE_MEANWHILE = frozenset(
     {
         "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
@@ -118,6 +121,7 @@ class Neo4jStore:
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
         self._graph_schema_ready = False
+        self._claims_guarded = False
         self._schema_lock = threading.Lock()
         self._retry_base_s = 5
         self._retry_cap_s = settings.reconcile_interval_s * 4
@@ -176,10 +180,11 @@ class Neo4jStore:
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
         constraint can never be made, so every later write fails.
         """
-        for statement in (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
+        self._guard_claims()
+        for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
             self._schema(statement)
-        self._write(iq.ENSURE_IDENTITY)
-        claimed = self._write(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
+        self._claim(iq.ENSURE_IDENTITY)
+        claimed = self._claim(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
             refusal = self.model_claim().refuse_write(model, dimension)
             if refusal is not None:
@@ -198,6 +203,31 @@ class Neo4jStore:
             statement = q.CREATE_VECTOR_INDEX.format(dimension=int(dimension))
             self._schema(statement)
         self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+
+    def _guard_claims(self) -> None:
+        """The constraints (one ``EngramSchema`` node per id among them), made before this store
+        object MERGEs any claim node: a restore's checkpoint, the identity or a migration written
+        to a new store before any bootstrap would otherwise leave twins two processes made at once,
+        and with twins the constraint can never be made. Twins an older version left are folded
+        into the newest first, which heals a store they wedged."""
+        if self._claims_guarded:
+            return
+        for attempt in range(3):
+            self._write(q.FOLD_TWIN_CLAIMS)
+            try:
+                for statement in q.SCHEMA_STATEMENTS:
+                    self._schema(statement)
+                break
+            except TransientError as exc:
+                # Twins made between the fold and the constraint, by a process without this guard.
+                if CONSTRAINT_BLOCKED not in str(exc) or attempt == 2:
+                    raise
+        self._claims_guarded = True
+
+    def _claim(self, query: LiteralString, **params: Any) -> list[Row]:
+        """A write that MERGEs an ``EngramSchema`` node, once its constraint is made."""
+        self._guard_claims()
+        return self._write(query, **params)
 
     def _schema(self, statement: LiteralString) -> None:
         """A schema statement. Processes making a new store's schema at the same moment (the write
@@ -470,7 +500,7 @@ class Neo4jStore:
         )
 
     def record_reconcile(self, report: str, at: datetime) -> None:
-        self._write(q.RECORD_RECONCILE, report=report, at=at)
+        self._claim(q.RECORD_RECONCILE, report=report, at=at)
 
     def last_reconcile(self) -> tuple[str, datetime] | None:
         rows = self._read(q.LAST_RECONCILE)
@@ -489,10 +519,10 @@ class Neo4jStore:
         )
 
     def adopt_identity(self, store_id: str) -> None:
-        self._write(iq.ADOPT_IDENTITY, store_id=store_id, now=utc_now())
+        self._claim(iq.ADOPT_IDENTITY, store_id=store_id, now=utc_now())
 
     def record_primary(self, lost: str | None, points: int | None) -> None:
-        self._write(iq.RECORD_PRIMARY, reason=lost, points=points, now=utc_now())
+        self._claim(iq.RECORD_PRIMARY, reason=lost, points=points, now=utc_now())
 
     # A restore's checkpoint and what it sets after the write (shared/services/restore.py).
 
@@ -501,7 +531,7 @@ class Neo4jStore:
         return rows[0] if rows else None
 
     def save_restore_state(self, name: str, **state: Any) -> None:
-        self._write(iq.SAVE_RESTORE_STATE, name=name, **state)
+        self._claim(iq.SAVE_RESTORE_STATE, name=name, **state)
 
     def restore_moments(self, rows: list[Row]) -> None:
         if rows:
@@ -559,7 +589,7 @@ class Neo4jStore:
                 "target_tokenizer_path": target.tokenizer_path,
                 "target_local_model_path": target.local_model_path,
             }
-            self._write(
+            self._claim(
                 mq.NEW_MIGRATION, target=fields, source_model=source[0], source_dim=source[1], now=now
             )
         started = self.migration()

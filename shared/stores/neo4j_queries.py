@@ -28,6 +28,18 @@ SCHEMA_STATEMENTS = (
     "CREATE INDEX document_user_id IF NOT EXISTS FOR (d:Document) ON (d.user_id)",
 )
 
+# Twin claim nodes (one id, two nodes) a store without the constraint let two processes make:
+# the newest is kept. With the constraint made, there can be none.
+FOLD_TWIN_CLAIMS = """
+MATCH (s:EngramSchema)
+WITH s ORDER BY coalesce(s.updated_at, s.adopted_at, s.primary_checked_at, s.finished_at, s.created_at,
+                  datetime('0001-01-01T00:00:00Z')) DESC
+WITH s.id AS id, collect(s) AS claims
+WHERE size(claims) > 1
+UNWIND tail(claims) AS twin
+DETACH DELETE twin
+"""
+
 CREATE_VECTOR_INDEX = (
     f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (m:Memory) ON m.embedding "
     "OPTIONS {{indexConfig: {{`vector.dimensions`: {dimension}, "

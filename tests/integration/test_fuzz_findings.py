@@ -191,6 +191,79 @@ def test_stores_claiming_a_new_store_at_once_leave_one_claim(settings: Settings,
     assert constraints == [{"name": "engram_schema_id"}]
 
 
+def _schema_claims(neo4j_driver: Any, name: str) -> int:
+    rows = cypher(neo4j_driver, "MATCH (s:EngramSchema {id: $name}) RETURN count(s) AS n", name=name)
+    return int(rows[0]["n"])
+
+
+def _claim_constraint(neo4j_driver: Any) -> list[dict[str, Any]]:
+    return cypher(neo4j_driver, "SHOW CONSTRAINTS YIELD name WHERE name = 'engram_schema_id' RETURN name")
+
+
+def test_restores_starting_on_a_new_store_at_once_leave_one_checkpoint(
+    settings: Settings, neo4j_driver: Any
+) -> None:
+    # Given a store as new (the full fuzz run: two admin restores on a fresh Neo4j each made the
+    # restore's checkpoint before any bootstrap had made the constraint: two checkpoints, the
+    # constraint could never be made, and every bootstrap and search failed from then on)
+    cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'restore:fuzz'}) DELETE s")
+    stores = [Neo4jStore(settings) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def checkpoint(store: Neo4jStore) -> None:
+        start.wait()
+        store.save_restore_state(
+            "restore:fuzz",
+            state="running",
+            cursor=None,
+            tenant=None,
+            report="{}",
+            total=0,
+            done=0,
+            started_at=None,
+            now=None,
+        )
+
+    # When six restores save their first checkpoint at the same moment
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            list(pool.map(checkpoint, stores))
+    finally:
+        for store in stores:
+            store.close()
+
+    # Then there is one checkpoint, and the constraint that keeps it one
+    assert _schema_claims(neo4j_driver, "restore:fuzz") == 1
+    assert _claim_constraint(neo4j_driver) == [{"name": "engram_schema_id"}]
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'restore:fuzz'}) DELETE s")
+
+
+def test_a_store_wedged_by_twin_claims_heals_at_bootstrap(settings: Settings, neo4j_driver: Any) -> None:
+    # Given a store an older version wedged: two nodes of one claim, so no constraint can be made
+    cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'restore:fuzz'}) DELETE s")
+    cypher(
+        neo4j_driver,
+        "CREATE (:EngramSchema {id: 'restore:fuzz', state: 'done', updated_at: datetime('2026-01-01T00:00:00Z')}),"
+        " (:EngramSchema {id: 'restore:fuzz', state: 'running', updated_at: datetime('2026-01-02T00:00:00Z')})",
+    )
+
+    # When a process bootstraps it
+    store = Neo4jStore(settings)
+    try:
+        store.bootstrap(MODEL, DIMENSION)
+        kept = store.restore_state("restore:fuzz")
+    finally:
+        store.close()
+
+    # Then the twins are folded into the newest, and the constraint is made
+    assert _schema_claims(neo4j_driver, "restore:fuzz") == 1
+    assert kept is not None and kept["state"] == "running"
+    assert _claim_constraint(neo4j_driver) == [{"name": "engram_schema_id"}]
+    cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'restore:fuzz'}) DELETE s")
+
+
 def test_the_same_document_twice_in_one_request_is_a_documented_conflict(
     api: TestClient, tenant: str
 ) -> None:
