@@ -22,6 +22,18 @@ ItemNumber = Annotated[int, Field(ge=0), BeforeValidator(a_json_number)]
 ITEM_KEY = "json"
 
 
+class SourceData(BaseModel):
+    """n8n's ``ISourceData``: the node (its output, its run) an item is taken to come from, where
+    n8n rewired its lineage (``{previousNode: string, previousNodeOutput?: number,
+    previousNodeRun?: number}``, in n8n-workflow's interfaces)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    previousNode: str
+    previousNodeOutput: ItemNumber | None = None
+    previousNodeRun: ItemNumber | None = None
+
+
 class PairedItem(BaseModel):
     """n8n's ``IPairedItemData``: which item of which input an item came from."""
 
@@ -29,7 +41,7 @@ class PairedItem(BaseModel):
 
     item: ItemNumber
     input: ItemNumber | None = None
-    sourceOverwrite: dict[str, str | int | None] | None = None
+    sourceOverwrite: SourceData | None = None
 
 
 class N8nItem(BaseModel):

@@ -122,16 +122,22 @@ def _not_a_violation_as_sent(case: Any, response: Any, failure: Failure) -> bool
     # generator took for a violation (user_id=ô is a valid tenant): on the wire it is text like
     # any other. Judged by what was sent: each value a valid identifier (memory_type=false is the
     # memory type "false"; a single-valued parameter sent twice is refused by the app), and only
-    # query parameters named as the violation.
-    query = case.query if isinstance(case.query, dict) else {}
+    # query parameters named as the violation. One drawn as an empty array is not sent at all
+    # (memory_type=true&project_id=[] sends memory_type alone): absent, as an optional one may be.
     # "parameter `tag` in query", or several at once: "parameters `tag`, `session_id` in query"
     listed = re.search(r"parameters? ((?:`[^`]+`(?:, )?)+) in query", failure.message)
     names = re.findall(r"`([^`]+)`", listed.group(1)) if listed else []
-    named = [name for name in query if name in names]
-    if parts and not all(any(_about(part, name) for name in named) for part in parts):
+    if parts and not all(any(_about(part, name) for name in names) for part in parts):
         return False
     sent = parse_qs(urlsplit(str(response.request.url)).query, keep_blank_values=True)
-    return bool(named) and all(sent.get(name) and all(map(_identifier, sent[name])) for name in named)
+    return bool(names) and all(
+        all(map(_identifier, sent[name])) if sent.get(name) else not _required(case, name) for name in names
+    )
+
+
+def _required(case: Any, name: str) -> bool:
+    """Whether the operation requires the query parameter ``name``."""
+    return any(parameter.name == name and parameter.is_required for parameter in case.operation.query)
 
 
 def _about(part: str, name: str) -> bool:

@@ -326,3 +326,48 @@ def test_query_parameters_named_together_as_a_violation_are_judged_as_sent() -> 
     assert _not_a_violation_as_sent(case, sent("session_id=s1&tag=false"), failure)
     # and one sent as no valid identifier is still a violation
     assert not _not_a_violation_as_sent(case, sent("session_id=%20s1&tag=false"), failure)
+
+
+def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_absent() -> None:
+    # The full fuzz run: GET /api/memories?memory_type=true was counted, its violation naming
+    # memory_type (drawn as true) and project_id (drawn as an empty array, which puts nothing on
+    # the wire). What was sent is one memory type, a free identifier like any other, and no
+    # project_id, which the operation does not require: valid as sent, and rightly a 200.
+    from types import SimpleNamespace
+
+    import httpx
+    import schemathesis
+    from schemathesis.core.failures import AcceptedNegativeData
+
+    from producers.api import app
+    from tests.integration.test_fuzz_api import _not_a_violation_as_sent
+
+    message = (
+        "Invalid data should have been rejected\nExpected: 400, 422\n"
+        "Invalid component: parameters `memory_type`, `project_id` in query\n"
+        "  - violates `anyOf` at /properties/memory_type\n"
+        "  - violates `type` at /properties/project_id/anyOf/0 (was string, became array)\n"
+    )
+    failure = AcceptedNegativeData(
+        operation="GET /api/memories", message=message, status_code=200, expected_statuses=["422"]
+    )
+    operation = schemathesis.openapi.from_dict(app.openapi())["/api/memories"]["GET"]
+
+    def judged(query: dict[str, Any]) -> bool:
+        case = operation.Case(query=query)
+        sent = case.as_transport_kwargs(base_url=APP_URL)
+        request = httpx.Request(sent["method"], sent["url"], params=sent["params"])
+        return _not_a_violation_as_sent(case, SimpleNamespace(request=request), failure)
+
+    assert judged({"memory_type": True, "project_id": []})
+    assert judged({"memory_type": [True]})  # project_id not drawn at all: absent as well
+    assert judged({"memory_type": [], "project_id": []})  # neither sent: a listing of everything
+    # and a value sent that is no identifier is still a violation
+    assert not judged({"memory_type": " true", "project_id": []})
+    # and a parameter the operation requires is a violation when it never reached the wire
+    required = SimpleNamespace(
+        operation=SimpleNamespace(query=[SimpleNamespace(name="project_id", is_required=True)]),
+        query={"memory_type": True, "project_id": []},
+    )
+    wire = SimpleNamespace(request=SimpleNamespace(url=f"{APP_URL}/api/memories?memory_type=true"))
+    assert not _not_a_violation_as_sent(required, wire, failure)

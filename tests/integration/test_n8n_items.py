@@ -35,7 +35,9 @@ def test_n8n_items_are_stored_like_documents_in_both_stores(
         {"id": "n8n-1", "text": "The supplier call moved to Friday at three.", "tags": ["n8n"]},
         {"id": "n8n-2", "text": "Invoice 4471 was paid in full.", "metadata": {"source_app": "n8n"}},
     )
-    body[1]["pairedItem"] = [{"item": 1, "input": 0}]  # a merged item names its inputs in a list
+    # a merged item names its inputs in a list, and where n8n rewired it, the node it came from
+    source = {"previousNode": "Documents", "previousNodeOutput": 0, "previousNodeRun": 0}
+    body[1]["pairedItem"] = [{"item": 1, "input": 0}, {"item": 0, "input": 1, "sourceOverwrite": source}]
     body[0]["pairedItem"] = {"item": 0.0}  # JSON Schema's integer: a whole number however written
     # When n8n posts its items
     response = n8n.post("/api/documents", json=body)
@@ -58,6 +60,8 @@ def test_a_bad_item_refuses_the_whole_request_and_names_where(
 ) -> None:
     n8n = client_with(keys(tenant).key)
     good = {"id": "fine", "text": "A good document."}
+    # sourceOverwrite is n8n's ISourceData (the full fuzz run: {"k": false} was queued)
+    not_a_source = {"item": 0, "sourceOverwrite": {"k": False}}
     cases: list[tuple[Any, int, str]] = [
         # an item's document is checked as a document alone is
         (items(good, {"id": "blank", "text": "   "}), 422, "body.items.1.json.text"),
@@ -71,6 +75,12 @@ def test_a_bad_item_refuses_the_whole_request_and_names_where(
         ([{"json": good, "pairedItem": True}], 422, "body.items.0.pairedItem"),
         ([{"json": good, "pairedItem": {"item": False}}], 422, "body.items.0.pairedItem"),
         ([{"json": "not an object"}], 422, "body.items.0.json"),
+        (
+            [{"json": good, "pairedItem": not_a_source}],
+            422,
+            "body.items.0.pairedItem.PairedItem.sourceOverwrite.k",
+        ),
+        ([{"json": good, "pairedItem": [{"item": 0, "sourceOverwrite": {}}]}], 422, "sourceOverwrite"),
         # another tenant named in one item
         (items(good, {"text": "theirs", "user_id": tenant + "-other"}), 403, "user_id"),
         # the same document twice
