@@ -2,14 +2,18 @@
 (5.26's ``db.index.vector.queryNodes``) against filtered inside the index (2026.x: Cypher 25's
 ``SEARCH ... WHERE``, on an index made ``WITH [m.user_id]``), through a running server's bolt port.
 
-    PYTHONPATH=. .venv/bin/python ops/bench/neo4j_filtering.py --uri bolt://127.0.0.1:7851 --json a.json
-    PYTHONPATH=. .venv/bin/python ops/bench/neo4j_filtering.py --uri bolt://127.0.0.1:7861 --json b.json
+    PYTHONPATH=. .venv/bin/python ops/bench/neo4j_filtering.py \
+        --uri bolt://127.0.0.1:7851 --uri bolt://127.0.0.1:7861 --json figures.json
+    PYTHONPATH=. .venv/bin/python ops/bench/neo4j_filtering.py --uri bolt://127.0.0.1:7861 --reuse \
+        --reindex --index-config '{"vector.quantization.type": "SCALAR"}'
 
-Loads --points Memories into an empty database (batches of 1,000, Engram's `memory_id` constraint
-and `memory_user_id` index first, the vector index after, timed until ONLINE; --reuse measures a
-store this script loaded before). Vectors: well-spread random unit vectors (384 dimensions, seeded),
-or a float32 matrix of real embeddings from --vectors (.npy). Tenants, assigned at random so none
-sits in one region of the space: 1%, 10% and 50% of the store, the rest in tenants of 1%.
+Loads --points Memories into each empty database (batches of 1,000, Engram's `memory_id` constraint
+and `memory_user_id` index first, the vector index after, timed until ONLINE; --reuse measures
+stores this script loaded before, --reindex makes their vector index again with --index-config).
+Servers given together are measured query by query in turn, under the same load. Vectors:
+well-spread random unit vectors (384 dimensions, seeded), or a float32 matrix of real embeddings
+from --vectors (.npy). Tenants, assigned at random so none sits in one region of the space: 1%, 10%
+and 50% of the store, the rest in tenants of 1%.
 
 For each of the three, --queries random unit queries (the same for every server), each asked of:
   postfilter k=10  queryNodes(10) kept where the tenant matches (what a naive query returns);
