@@ -183,6 +183,13 @@ class Searcher:
             context_tokens=tokens,
         )
 
+    def warm(self) -> None:
+        """Loads what a first search would otherwise: the model's session, dateparser's data
+        (seconds), a connection to Neo4j and the store's model."""
+        self._embedder.embed_query("warm up")
+        timeframe("what was said on 1 May 2023", utc_now())
+        self._check_model()
+
     def candidates(self, query: Query, method: SearchMethod) -> list[Candidate]:
         """Every source the method reads, merged, each candidate with its keyword score and its
         places by similarity and by keyword score."""
