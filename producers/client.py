@@ -69,6 +69,7 @@ from workers.app import (
     RECONCILE_TASK,
     REEMBED_TASK,
     RESTORE_TASK,
+    SEARCH_SHOWN,
     SEARCH_TASK,
     SYNC_TASK,
     WRITE_TASK,
@@ -499,7 +500,7 @@ class EngramClient:
         self.ping()  # fails at once with a clear line, where Celery would retry for long
         with queue_errors():
             result = self._app.send_task(
-                SEARCH_TASK, args=(request.model_dump(mode="json"),), expires=timeout
+                SEARCH_TASK, args=(request.model_dump(mode="json"),), expires=timeout, **SEARCH_SHOWN
             )
             try:
                 answer = result.get(timeout=timeout, propagate=True)

@@ -41,7 +41,7 @@ from shared.errors import Overloaded, SearchTimeout, ServiceUnavailable
 from shared.models import SearchRequest, SearchResponse
 from shared.redis_client import client_url_and_kwargs
 from shared.settings import Settings
-from workers.app import SEARCH_TASK, make_app
+from workers.app import SEARCH_SHOWN, SEARCH_TASK, make_app
 from workers.app import app as default_app
 
 __all__ = ["SEND_THREADS", "Searches"]
@@ -141,7 +141,9 @@ class Searches:
 
     def _send(self, task_id: str, request: dict[str, Any], expires: datetime) -> None:
         with queue_errors():
-            self._sender.send_task(SEARCH_TASK, args=(request,), task_id=task_id, expires=expires)
+            self._sender.send_task(
+                SEARCH_TASK, args=(request,), task_id=task_id, expires=expires, **SEARCH_SHOWN
+            )
 
     async def _forget(self, task_id: str) -> None:
         """Drops the read result from Redis; the answer stands even if that fails."""

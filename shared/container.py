@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 import redis
-from neo4j import GraphDatabase
+from neo4j import GraphDatabase, NotificationDisabledClassification
 
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
@@ -172,7 +172,8 @@ class Container:
     @cached_property
     def search_graph(self) -> Neo4jStore:
         """Neo4j for searches: one try per read, so a search falls back to Qdrant at once rather
-        than after the driver's retries (seconds of a caller's search timeout)."""
+        than after the driver's retries (seconds of a caller's search timeout); each read one
+        auto-commit query, one round trip."""
         s = self.settings
         driver = GraphDatabase.driver(
             s.neo4j_uri,
@@ -182,8 +183,11 @@ class Container:
             connection_timeout=min(5.0, s.search_timeout_s / 4),
             max_transaction_retry_time=0.0,
             initial_retry_delay=0.05,
+            # As the primary's driver: a property no store has yet (a migration's) is no warning,
+            # where each model check logged six.
+            notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
         )
-        return Neo4jStore(s, driver=driver)
+        return Neo4jStore(s, driver=driver, one_try_reads=True)
 
     def searcher(self, relay: BackupCandidates | None = None) -> Searcher:
         """Neo4j, else Qdrant: searched here when it is a server, else through ``relay`` to the

@@ -30,6 +30,10 @@ FALLBACK_TASK = "engram.fallback.search"
 RECONCILE_TASK = "engram.reconcile.run"
 RESTORE_TASK = "engram.reconcile.restore"
 
+SEARCH_SHOWN = {"argsrepr": "(search request)", "kwargsrepr": "{}"}
+"""What a search task's message shows of its arguments (its headers, Flower, a worker's log): not
+the query's text, and no repr of the request made on every send (a millisecond under load)."""
+
 TASK_MODULES = [
     "workers.ingest",
     "workers.embed",

@@ -7,26 +7,56 @@ of the one worker that may open it. Either way within what is left of the caller
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from celery import Task
+from celery import Task, signals
 from pydantic import ValidationError
 
-from shared.errors import InvalidInput
+from shared.errors import EngramError, InvalidInput
 from shared.models import SearchRequest, utc_now
 from shared.search import Searcher
-from workers.app import SEARCH_TASK, app
+from workers.app import QUERY, SEARCH_TASK, app
 from workers.fallback import FallbackRelay
 from workers.stage import container
 
+log = logging.getLogger(__name__)
+_searcher_lock = threading.Lock()
+
+
+def searcher() -> Searcher:
+    """The process's searcher, made once even when the warm-up and a first search ask at once."""
+    with _searcher_lock:
+        return _one_searcher()
+
 
 @cache
-def searcher() -> Searcher:
+def _one_searcher() -> Searcher:
     c = container()
     return c.searcher(FallbackRelay(c.embedder.model_name, c.embedder.dimension))
+
+
+@signals.worker_process_init.connect
+def _warm_when_serving_searches(**_: Any) -> None:
+    """A pool process of a worker that serves the query queue loads the model, dateparser's data
+    and a Neo4j connection at once, in a thread (a pool process must report alive within
+    seconds), not in the first search it is given: seconds, where a search takes milliseconds."""
+    if QUERY in app.amqp.queues.consume_from:
+        threading.Thread(target=_warm, name="query-warm-up", daemon=True).start()
+
+
+def _warm() -> None:
+    started = time.perf_counter()
+    try:
+        searcher().warm()
+    except EngramError as exc:  # the first search will say it again, to its caller
+        log.warning("query worker not warmed up: %s", exc)
+        return
+    log.info("query worker warmed up in %.2f s", time.perf_counter() - started)
 
 
 def deadline(task: Task) -> float | None:
@@ -40,8 +70,10 @@ def deadline(task: Task) -> float | None:
     return time.monotonic() + (moment - utc_now()).total_seconds()
 
 
-# No retries: the caller waits with a timeout, and a late answer is no answer.
-@app.task(name=SEARCH_TASK, bind=True)
+# No retries: the caller waits with a timeout, and a late answer is no answer. No task events
+# (Flower's): three Redis messages more per search, each a wake-up on a loaded machine; searches
+# are counted in the metrics (shared/metrics.py), and their requests stay out of the monitor.
+@app.task(name=SEARCH_TASK, bind=True, send_events=False)
 def search(self: Task, request: dict[str, Any]) -> dict[str, Any]:
     try:
         parsed = SearchRequest.model_validate(request)

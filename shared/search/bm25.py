@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.search.text import stems, term_counts
+from shared.search.text import counts_of, stems
 
 K1 = 1.2
 B = 0.75
@@ -40,11 +40,12 @@ class TermStats:
 def bm25(words: Sequence[str], content: str, stats: TermStats, length: int | None = None) -> float:
     """BM25 (k1 1.2, b 0.75, Lucene's formula) of the query's words in a text, each word as its
     stem; ``length`` in the unit of ``stats.average_length`` (its terms when not given)."""
-    counts: Counter[str] = term_counts(content)
-    size = sum(counts.values()) if length is None else length
+    wanted = Counter(stems(words))
+    counts, terms = counts_of(content, wanted.keys())
+    size = terms if length is None else length
     norm = K1 * (1.0 - B + B * size / max(stats.average_length, 1.0))
     score = 0.0
-    for term, times in Counter(stems(words)).items():
+    for term, times in wanted.items():
         tf = counts.get(term, 0)
         if tf:
             score += times * stats.idf(term) * tf * (K1 + 1.0) / (tf + norm)

@@ -112,7 +112,8 @@ class Searcher:
         self._model_checked_until = 0.0
         self._reranker = reranker if reranker is not None else _reranker(s)
         self._judge = judge if judge is not None else _judge(s)
-        self._reads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="search-read")
+        # The sources, the keyword statistics, the model check and the time the query names.
+        self._reads = ThreadPoolExecutor(max_workers=5, thread_name_prefix="search-read")
         self._expanders = list(expanders) if expanders is not None else graph_expanders(store, s)
 
     def search(self, request: SearchRequest, deadline: float | None = None) -> SearchResponse:
@@ -123,6 +124,9 @@ class Searcher:
         threshold = s.search_default_threshold if request.threshold is None else request.threshold
 
         started = time.perf_counter()
+        # The time the query names (dateparser, and the tenant's newest memory when it names one)
+        # is read while the query is embedded and the candidates come.
+        named = self._reads.submit(self._timeframe, request, request.method)
         vector = self._queries.embed(request.query).tolist()
         embedded = time.perf_counter()
 
@@ -149,7 +153,7 @@ class Searcher:
             source, degraded = "qdrant", "neo4j unavailable"
             candidates = self._backup_candidates(query, exc)
             method = "vector"  # no keyword scores without Neo4j
-        policy = RankingPolicy.from_settings(s, threshold, self._timeframe(request, method))
+        policy = RankingPolicy.from_settings(s, threshold, named.result() if source == "neo4j" else None)
         weight = self.keyword_weight(query, method)
         fused = fuse(method, candidates, s, weight)
         if method == "engram" and source == "neo4j":  # the graph's re-scorers (graph_sources.py)
@@ -179,16 +183,30 @@ class Searcher:
             context_tokens=tokens,
         )
 
+    def warm(self) -> None:
+        """Loads what a first search would otherwise: the model's session, dateparser's data
+        (seconds), a connection to Neo4j and the store's model."""
+        self._embedder.embed_query("warm up")
+        timeframe("what was said on 1 May 2023", utc_now())
+        self._check_model()
+
     def candidates(self, query: Query, method: SearchMethod) -> list[Candidate]:
         """Every source the method reads, merged, each candidate with its keyword score and its
         places by similarity and by keyword score."""
-        self._check_model()
-        # The sources and the tenant's keyword statistics are independent reads: asked at once,
-        # a hybrid search waits for the slowest of them rather than for their sum.
-        wanted = ((self._vector, method != "bm25"), (self._fulltext, method != "vector"))
+        # The sources, the tenant's keyword statistics and the store's model (when due) are
+        # independent reads: asked at once, a search waits for the slowest rather than their sum.
+        # The model's refusal still comes first: no candidates are used from a store it refuses.
+        due = time.monotonic() >= self._model_checked_until
+        check = self._reads.submit(self._check_model) if due else None
+        sources = ((self._vector, method != "bm25"), (self._fulltext, method != "vector"))
+        wanted = [source for source, on in sources if on]
         keywords = method != "vector" and bool(query.terms)
         stats = self._reads.submit(self.term_stats, query) if keywords else None
-        lists = list(self._reads.map(lambda source: source.candidates(query), [s for s, on in wanted if on]))
+        try:
+            lists = list(self._reads.map(lambda source: source.candidates(query), wanted))
+        finally:
+            if check is not None:
+                check.result()
         merged = fusion.merge(lists)
         if method == "engram":  # the graph's sources the settings switch on (graph_sources.py)
             merged = fusion.merge([merged, *[e.expand(query, merged) for e in self._expanders]])

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 import snowballstemmer
 
 _IDEOGRAPHS = "\u2e80-\u2fff\u3040-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_IDEOGRAPHS}]|[^\W{_IDEOGRAPHS}]+(?:['\u2019][^\W{_IDEOGRAPHS}]+)*", re.UNICODE)
+# The same words in an ASCII text (no ideographs, no curly apostrophe, lower-casing keeps every
+# character one character): found in the lower-cased text at once, twice as fast.
+_ASCII_TOKEN = re.compile(r"[a-z0-9_]+(?:'[a-z0-9_]+)*")
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 
 # Lucene refuses a query of more than 1,024 clauses, and its analyser makes a clause of every
@@ -72,6 +75,9 @@ STOP_WORDS = frozenset(
 
 def tokens(text: str) -> list[str]:
     """The words of a text, lower-cased, in order, without a possessive ``'s``."""
+    if text.isascii():
+        found = _ASCII_TOKEN.findall(text.lower())
+        return [word[:-2] if word.endswith("'s") else word for word in found] if "'" in text else found
     words = [token.lower() for token in _TOKEN.findall(text)]
     return [_POSSESSIVE.sub("", word) if "'" in word or "\u2019" in word else word for word in words]
 
@@ -106,6 +112,23 @@ def query_terms(text: str) -> list[str]:
 def term_counts(text: str) -> Counter[str]:
     """The terms the index holds for a text, counted: stems of its words, stop words left out."""
     return Counter(stem(word) for word in tokens(text) if word not in STOP_WORDS)
+
+
+def counts_of(text: str, terms: Collection[str]) -> tuple[dict[str, int], int]:
+    """How often each of ``terms`` is among the text's terms (as ``term_counts`` counts them), and
+    how many terms the text has. Only words that may stem to one of ``terms`` are stemmed: Porter's
+    rules rewrite a word's end, never its first letter."""
+    initials = {term[:1] for term in terms}
+    every = "" in initials  # a word Porter stems to nothing ("s")
+    found: dict[str, int] = {}
+    size = 0
+    for word, times in Counter(tokens(text)).items():
+        if word in STOP_WORDS:
+            continue
+        size += times
+        if (every or word[:1] in initials) and (term := stem(word)) in terms:
+            found[term] = found.get(term, 0) + times
+    return found, size
 
 
 def _phrase(value: str) -> str:

@@ -5,14 +5,23 @@
 tenant's newest memory), and says how precise it is (day, week, month, year): the window is that
 whole day, week, month or year. A ``before``/``until`` or ``after``/``since`` right before the
 expression opens the window on that side. A bare number ("10", "18th") is never read as a date.
+
+dateparser costs a millisecond or more a query (tens on a loaded machine), and most queries name
+no time: it is asked only when ``may_name_time`` says the words could name one — a digit, a word of
+dateparser's own that names a time, two of its joining words ("a and a" is its 1 January), or one
+of its number words with punctuation anywhere ("x / a" is January to it).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,89 @@ class Timeframe:
         )
 
 
+_WORD = re.compile(r"[^\W\d_]+")
+_REGEX_ESCAPE = re.compile(r"\\[A-Za-z]")
+# Words of dateparser's English data that name no time on their own: they join a time's other
+# words ("in", "last", "ago") or count ("a", "one", "twelve"). One of them among words dateparser
+# does not know names no time; two may ("one two" is 2 January to it).
+_JOINING = frozenset(
+    """
+    a an one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
+    ago before in after from this last next than less later time early small wee ordinal
+    """.split()  # noqa: SIM905
+)
+
+
+def _words_in(data: Any) -> Iterable[str]:
+    if isinstance(data, str):
+        yield from _WORD.findall(_REGEX_ESCAPE.sub(" ", data.lower()))
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _words_in(key)
+            yield from _words_in(value)
+    elif isinstance(data, list | tuple):
+        for item in data:
+            yield from _words_in(item)
+
+
+@dataclass(frozen=True, slots=True)
+class _Vocabulary:
+    naming: frozenset[str]
+    """Words that name a time: months, weekdays, units, parts of the day, "today", "now"."""
+    joining: frozenset[str]
+    """Words that only join or count."""
+    numbers: frozenset[str]
+    """Joining words read as a number ("a", "one"), which punctuation beside them can make a date."""
+
+
+@cache
+def _vocabulary() -> _Vocabulary:
+    """dateparser's English locale data, as the words and characters the gate looks for."""
+    from dateparser.languages.loader import default_loader  # type: ignore[import-untyped]
+
+    info: dict[str, Any] = default_loader.get_locale("en").info
+    meta = {"name", "date_order", "skip", "pertain", "sentence_splitter_group"}
+    entries = {key: value for key, value in info.items() if key not in meta}
+    known = set(_words_in(list(entries.values())))
+    # A skip word is passed over, unless an entry lists it as a time's own ("th": Thursday, "m":
+    # minute); in the rewriting rules it only stands beside a digit or a naming word.
+    rules = ("simplifications", "relative-type-regex")
+    listed = set(_words_in([value for key, value in entries.items() if key not in rules]))
+    skip = [*info.get("skip", []), *info.get("pertain", [])]
+    known -= set(_words_in(skip)) - listed
+    numbers = {
+        key
+        for rule in info.get("simplifications", [])
+        for key, value in rule.items()
+        if key.isalpha() and value.isdigit()
+    }
+    return _Vocabulary(
+        naming=frozenset(known - _JOINING),
+        joining=frozenset(known & _JOINING),
+        numbers=frozenset(numbers & known),
+    )
+
+
+def _normal(text: str) -> str:
+    """As dateparser reads it: compatibility forms, accents dropped, lower-cased."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) != "Mn").lower()
+
+
+def may_name_time(text: str) -> bool:
+    """False only when dateparser can find no time in ``text``: no digit, no word of its own that
+    names a time, at most one of its joining words, and no number word with punctuation."""
+    normal = _normal(text)
+    if any(c.isdigit() for c in normal):
+        return True
+    v = _vocabulary()
+    words = _WORD.findall(normal)
+    joining = [w for w in words if w in v.joining]
+    if len(joining) >= 2 or any(w in v.naming for w in words):
+        return True
+    return bool(joining) and joining[0] in v.numbers and any(not (c.isalnum() or c.isspace()) for c in normal)
+
+
 def _settings(now: datetime) -> dict[str, object]:
     return {
         "RELATIVE_BASE": now.astimezone(UTC).replace(tzinfo=None),
@@ -62,6 +154,10 @@ def _window(moment: datetime, period: str) -> tuple[datetime, datetime]:
 
 def timeframe(text: str, now: datetime) -> Timeframe | None:
     """The window of time the query names, relative to ``now``; none when it names none."""
+    return _read(text, now) if may_name_time(text) else None
+
+
+def _read(text: str, now: datetime) -> Timeframe | None:
     # dateparser ships no types (typeshed's stubs are a package of their own)
     from dateparser.date import DateDataParser  # type: ignore[import-untyped]
     from dateparser.search import search_dates  # type: ignore[import-untyped]

@@ -58,6 +58,7 @@ from shared.stores.neo4j_graph import (
     GraphWriter,
 )
 
+READ = neo4j.READ_ACCESS
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 # What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
 CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
@@ -114,10 +115,17 @@ def _translated_errors() -> Iterator[None]:
 
 class Neo4jStore:
     def __init__(
-        self, settings: Settings, driver: neo4j.Driver | None = None, graph: GraphWriter | None = None
+        self,
+        settings: Settings,
+        driver: neo4j.Driver | None = None,
+        graph: GraphWriter | None = None,
+        one_try_reads: bool = False,
     ) -> None:
+        """``one_try_reads``: each read is one auto-commit query (one round trip, never retried),
+        where a managed transaction takes two (its commit) and retries: the searches' store."""
         self._settings = settings
         self._graph = graph
+        self._one_try_reads = one_try_reads
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
         self._graph_schema_ready = False
@@ -153,9 +161,13 @@ class Neo4jStore:
 
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
         with _translated_errors():
-            records, _, _ = self._driver.execute_query(
-                query, params, database_=self._database, routing_=neo4j.RoutingControl.READ
-            )
+            if self._one_try_reads:
+                with self._driver.session(database=self._database, default_access_mode=READ) as session:
+                    records = list(session.run(query, params))
+            else:
+                records, _, _ = self._driver.execute_query(
+                    query, params, database_=self._database, routing_=neo4j.RoutingControl.READ
+                )
         return [_native_row(record) for record in records]
 
     def _write(self, query: LiteralString, **params: Any) -> list[Row]:

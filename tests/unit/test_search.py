@@ -12,7 +12,17 @@ import pytest
 
 from shared.embedding.base import Embedder, Vectors, normalise
 from shared.search import QueryEmbeddingCache
-from shared.search.text import query_terms, stem, tenant_query, tenant_term_queries, term_counts, tokens
+from shared.search.text import (
+    _POSSESSIVE,
+    _TOKEN,
+    counts_of,
+    query_terms,
+    stem,
+    tenant_query,
+    tenant_term_queries,
+    term_counts,
+    tokens,
+)
 
 
 class CountingEmbedder:
@@ -167,6 +177,31 @@ def test_the_terms_of_a_text_are_its_stems_without_stop_words() -> None:
     assert counts[stem("hiking")] == counts["hike"] == 4
     assert counts["alic"] == 1
     assert not {"the", "and", "is"} & set(counts)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Alice's dog doesn't bark; JAMES's dogs' owner",
+        "Zoë met 東京 2024, Alice\u2019s İstanbul",
+        "snake_case and it's 'quoted' o'clock 's",
+        "",
+    ],
+)
+def test_an_ascii_text_has_the_words_the_general_rule_finds(text: str) -> None:
+    general = [_POSSESSIVE.sub("", word.lower()) for word in _TOKEN.findall(text)]
+
+    assert tokens(text) == general
+
+
+def test_only_the_terms_asked_are_counted_and_every_term_sized() -> None:
+    text = "We went hiking. She hikes, he hiked, and Alice's hike is the longest; s"
+    counts = term_counts(text)
+
+    found, size = counts_of(text, {"hike", "alic", "", "absent"})
+
+    assert found == {"hike": 4, "alic": 1, "": counts[""]} and counts[""] == 1
+    assert size == sum(counts.values())
 
 
 def test_each_term_is_counted_once_by_a_word_that_was_said() -> None:

@@ -10,7 +10,7 @@ from shared.search import fusion
 from shared.search.bm25 import TermStats
 from shared.search.records import Candidate, Hit
 from shared.search.text import query_terms
-from shared.search.timeframe import Timeframe, timeframe
+from shared.search.timeframe import Timeframe, _read, _vocabulary, may_name_time, timeframe
 
 NOW = datetime(2023, 10, 20, 15, 30, tzinfo=UTC)
 
@@ -58,6 +58,45 @@ def test_relative_times_are_read_from_the_now_given() -> None:
 )
 def test_no_time_is_read_where_none_is_named(query: str) -> None:
     assert timeframe(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "John Turturro 1991 Coen Brothers film",  # a digit
+        "What did she paint last Sunday?",  # a naming word
+        "TH Scheme Utilities library",  # "th": Thursday, though a skip word
+        "is it a and a thing",  # two joining words: 1 January to dateparser
+        "x / a",  # a number word with punctuation
+        "what did she do yestérday",  # as dateparser reads it: accents dropped
+    ],
+)
+def test_the_gate_lets_through_every_query_dateparser_reads_a_time_in(query: str) -> None:
+    assert may_name_time(query) and _read(query, NOW) is not None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what is an aml surveillance analyst",
+        "exons definition biology",
+        "When did Caroline go to the LGBTQ support group?",
+        "the quiet lake by the river",
+    ],
+)
+def test_the_gate_spares_dateparser_a_query_with_no_time_words(query: str) -> None:
+    assert not may_name_time(query) and _read(query, NOW) is None
+
+
+def test_one_joining_word_among_others_names_no_time() -> None:
+    # Given each word of dateparser's that only joins or counts, alone among words it skips or
+    # does not know (a number word with no punctuation beside it)
+    joining = sorted(_vocabulary().joining)
+    queries = [f"{around} {word} x" for word in joining for around in ("x", "the", "of the", "by")]
+
+    # Then the gate says no time, and dateparser finds none
+    assert not any(may_name_time(q) for q in queries)
+    assert [q for q in queries if _read(q, NOW) is not None] == []
 
 
 def test_a_window_holds_its_moments_and_slack_after_its_end() -> None:
