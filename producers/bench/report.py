@@ -115,10 +115,12 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
             for role, s in step["cpu_s"].items()
             if s >= 0.5
         )
+        whole = step["raw"].get("one_call_chunks_per_s")  # absent from runs before it was measured
+        one_call = f" ({whole:.1f}/s in one call)" if whole else ""
         w(
             f"  to {step['size']:,}: {step['chunks']:,} chunks in {step['seconds']:.1f} s "
             f"({step['chunks_per_s']:.1f}/s, {step['failed_documents']} documents failed, "
-            f"raw {step['raw']['chunks_per_s']:.1f}/s, "
+            f"raw {step['raw']['chunks_per_s']:.1f}/s{one_call}, "
             f"ratio {step['ratio']:.2f}); CPU-s (share of wall): {cpu}\n"
         )
     w("\nqueued search, ms (p50 / p95 / p99); ratio = p50 / floor p50\n")
