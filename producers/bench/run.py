@@ -85,6 +85,16 @@ def _documents(texts: list[corpus.Text], start: int, prefix: str) -> list[Docume
     ]
 
 
+def _cpu_ratio(steps: list[dict[str, Any]]) -> float | None:
+    """Chunks per CPU-second of the stack against the raw embedder's, over every size."""
+    stack_cpu = float(sum(sum(s["cpu_s"].values()) for s in steps))
+    raw_cpu = float(sum(s["raw"].get("cpu_s", 0.0) for s in steps))
+    if not stack_cpu or not raw_cpu:
+        return None
+    chunks, raw_chunks = sum(s["chunks"] for s in steps), sum(s["raw"]["chunks"] for s in steps)
+    return float(chunks / stack_cpu) / float(raw_chunks / raw_cpu)
+
+
 def _interrupted(signum: int, _: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -196,6 +206,7 @@ def _measure(
             "chunks_per_s": chunks / seconds,
             "raw_chunks_per_s": raw,
             "ratio": chunks / seconds / raw,
+            "cpu_ratio": _cpu_ratio(steps),
             "steps": steps,
         }
         if "throughput" not in skip:
