@@ -119,7 +119,10 @@ class Container:
 
     @cached_property
     def embed_stage(self) -> EmbedStage:
-        slice_size = self.settings.embedding_batch_size * 4
+        # One slice is one model call, staged as soon as it is done: the smallest unit of work
+        # a task can lose to its soft time limit (four calls were: on a loaded machine one such
+        # slice outlasted the limit, try after try).
+        slice_size = self.settings.embedding_batch_size
         stored = Neo4jIncremental(self.graph)
         return EmbedStage(self.embedder, self.staging, self.progress, slice_size, stored)
 

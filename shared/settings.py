@@ -102,7 +102,15 @@ class Settings(BaseSettings):
     embedding_timeout_s: float = Field(30.0, gt=0, description="HTTP backend request timeout.")
     embedding_max_retries: int = Field(3, ge=0, description="HTTP backend retries per batch.")
     local_model_path: Path | None = Field(None, description="ONNX file; the packaged int8 MiniLM when unset.")
-    local_threads: int = Field(0, ge=0, description="onnxruntime intra-op threads; 0 = all cores.")
+    local_threads: int = Field(
+        0, ge=0, description="Model runs side by side, one onnxruntime thread each; 0 = all cores."
+    )
+    local_run_tokens: int = Field(
+        512,
+        ge=1,
+        description="Most padded tokens in one model run (texts x the longest): small runs stay in the "
+        "CPU's caches.",
+    )
 
     # Chunking, in tokens of the embedding model's own tokenizer.
     chunk_size_tokens: int = Field(

@@ -14,9 +14,13 @@ from workers.stage import StageTask, container, retrying, send_next
 def embed_batch(
     self: StageTask, batch_id: str, documents: list[list[Any]], failing_since: float | None = None
 ) -> dict[str, Any]:
-    # Embed for half the soft time limit, then hand the rest to a new task: every task stays
-    # short, so a killed worker's task is redelivered soon and retried cheaply.
-    deadline = time.monotonic() + container().settings.task_soft_time_limit_s / 2
+    # Embed for three quarters of the soft time limit, then hand the rest to a new task: every
+    # task stays short, so a killed worker's task is redelivered soon and retried cheaply. The
+    # stage starts no slice it expects to end past the deadline (by its slowest slice so far), so
+    # the last quarter is headroom for a slice slower than that. (Half was chosen when a slice
+    # could start just before the deadline and run on to the limit; with the check it split most
+    # batches in two tasks, and a continuation waits behind every batch queued meanwhile.)
+    deadline = time.monotonic() + container().settings.task_soft_time_limit_s * 0.75
     with retrying(self):
         # A retry (after a time limit, say) embeds in smaller slices: see EmbedStage.run.
         result = container().embed_stage.run(batch_id, deadline, retries=self.request.retries)

@@ -107,7 +107,9 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
     )
     w(
         f"ingestion: {ingest['chunks']:,} chunks at {ingest['chunks_per_s']:.1f}/s; raw embedder "
-        f"{ingest['raw_chunks_per_s']:.1f}/s on the same chunks; ratio {ingest['ratio']:.2f}\n"
+        f"{ingest['raw_chunks_per_s']:.1f}/s on the same chunks; ratio {ingest['ratio']:.2f}"
+        + (f" (by CPU {ingest['cpu_ratio']:.2f})" if ingest.get("cpu_ratio") else "")
+        + "\n"
     )
     for step in ingest["steps"]:
         cpu = ", ".join(
@@ -115,12 +117,19 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
             for role, s in step["cpu_s"].items()
             if s >= 0.5
         )
+        whole = step["raw"].get("one_call_chunks_per_s")  # absent from runs before it was measured
+        one_call = f" ({whole:.1f}/s in one call)" if whole else ""
         w(
             f"  to {step['size']:,}: {step['chunks']:,} chunks in {step['seconds']:.1f} s "
             f"({step['chunks_per_s']:.1f}/s, {step['failed_documents']} documents failed, "
-            f"raw {step['raw']['chunks_per_s']:.1f}/s, "
+            f"raw {step['raw']['chunks_per_s']:.1f}/s{one_call}, "
             f"ratio {step['ratio']:.2f}); CPU-s (share of wall): {cpu}\n"
         )
+        if step.get("cpu_ratio"):  # absent from runs before it was measured
+            w(
+                f"    CPU: the stack {step['cpu_ms_per_chunk']:.0f} ms a chunk, the raw embedder "
+                f"{step['raw_cpu_ms_per_chunk']:.0f}; ratio by CPU {step['cpu_ratio']:.2f}\n"
+            )
     w("\nqueued search, ms (p50 / p95 / p99); ratio = p50 / floor p50\n")
     w(
         f"  {'size':>8}  {'floor':>17}  {'client default':>20}  {'client vector':>20}  "

@@ -29,6 +29,9 @@ from shared.settings import get_settings
 from workers.app import make_app
 
 PHASES = ("throughput", "tenants", "recall", "reconcile", "fallback", "rss")
+WARMUP_DOCUMENTS = 256
+"""Two ingest tasks' worth (a tenant of its own, named with the run's prefix, so a clean-up by
+prefix takes it too); never more than the first size."""
 SHARES = {"1%": "p1", "10%": "p10", "50%": "p50"}
 
 
@@ -80,6 +83,16 @@ def _documents(texts: list[corpus.Text], start: int, prefix: str) -> list[Docume
         )
         for i in range(start, len(texts))
     ]
+
+
+def _cpu_ratio(steps: list[dict[str, Any]]) -> float | None:
+    """Chunks per CPU-second of the stack against the raw embedder's, over every size."""
+    stack_cpu = float(sum(sum(s["cpu_s"].values()) for s in steps))
+    raw_cpu = float(sum(s["raw"].get("cpu_s", 0.0) for s in steps))
+    if not stack_cpu or not raw_cpu:
+        return None
+    chunks, raw_chunks = sum(s["chunks"] for s in steps), sum(s["raw"]["chunks"] for s in steps)
+    return float(chunks / stack_cpu) / float(raw_chunks / raw_cpu)
 
 
 def _interrupted(signum: int, _: object) -> None:
@@ -162,13 +175,15 @@ def _measure(
         "search": {},
     }
     try:
-        # Workers load their model and Neo4j builds its indexes on the first batch: not measured.
-        say("warm-up: a few documents through every stage (model loads, schema), not measured")
-        warmup = [
-            d.model_copy(update={"user_id": f"warmup-{prefix}"}) for d in _documents(texts[:8], 0, prefix)
-        ]
+        # Workers load their model, Neo4j builds its indexes and compiles its write path on the
+        # first batches: not measured. (Eight documents warmed the workers but not Neo4j's JIT:
+        # its write path then cost ~57 CPU-ms a chunk against ~7-12 once warm, most of Neo4j's
+        # share of a 2,000-document ingestion.)
+        warm = texts[: min(WARMUP_DOCUMENTS, sizes[0])]
+        say(f"warm-up: {len(warm)} documents through every stage (model loads, schema, JIT), not measured")
+        warmup = [d.model_copy(update={"user_id": f"{prefix}-warmup"}) for d in _documents(warm, 0, prefix)]
         ingest.load(client, warmup, say, args.timeout)
-        latency.warm(client, http, f"warmup-{prefix}", queries)
+        latency.warm(client, http, f"{prefix}-warmup", queries)
         steps: list[dict[str, Any]] = []
         previous = 0
         for size in sizes:
@@ -191,6 +206,7 @@ def _measure(
             "chunks_per_s": chunks / seconds,
             "raw_chunks_per_s": raw,
             "ratio": chunks / seconds / raw,
+            "cpu_ratio": _cpu_ratio(steps),
             "steps": steps,
         }
         if "throughput" not in skip:

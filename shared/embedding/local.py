@@ -2,6 +2,13 @@
 
 The packaged model stores its weights as int8 with per-row scales; onnxruntime folds them back to
 float32 when the session loads, so the file is 4x smaller but compute and RAM are float32's.
+
+Texts are sorted by length and cut into small runs (``local_run_tokens`` padded tokens, at most
+``embedding_batch_size`` texts: two or three long chunks, dozens of short turns), each run on one
+onnxruntime thread, ``local_threads`` runs side by side. Measured on this 2-core machine against
+runs of 32 texts on two intra-op threads: ~47 against ~100 CPU-ms a chunk, twice the chunks a
+second (the big runs' activations, 32 x 256 tokens, spill out of the caches, and two threads on
+one run wait on each other; docs/embedding-model.md).
 The packaged ONNX graph ends at ``last_hidden_state``; mean pooling over the attention mask and
 L2 normalisation happen here, as sentence-transformers does them for this model. A graph that
 already pools (a rank-2 output) is used as it is, and normalised again, which changes nothing.
@@ -9,7 +16,9 @@ already pools (a rank-2 output) is used as it is, and normalised again, which ch
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -66,8 +75,12 @@ class LocalOnnxEmbedder:
     def __init__(self, settings: Settings) -> None:
         self._model_name = settings.embedding_model
         self._batch_size = settings.embedding_batch_size
+        self._run_tokens = settings.local_run_tokens
         self._model_path = (settings.local_model_path or default_model_path()).expanduser()
-        self._session = _open_session(self._model_path, settings.local_threads)
+        self._session = _open_session(self._model_path)
+        # Threads start on the first call with two runs or more (after a worker's fork).
+        threads = settings.local_threads or len(os.sched_getaffinity(0))
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnx")
         self._run_options = _shrinking_run_options()
         self._input_names = _check_inputs(self._session, self._model_path)
         output = self._session.get_outputs()[0]
@@ -110,13 +123,17 @@ class LocalOnnxEmbedder:
             encodings = self._tokenizer.encode_batch(list(texts))
         except TypeError as exc:
             raise InvalidInput(f"texts: expected a sequence of strings ({exc})") from exc
-        # Longest first, so each batch pads only to its own longest text and the costliest
-        # batch runs first (an out-of-memory shows up at once, not at the end).
+        # Longest first, so each run pads only to its own longest text and the costliest
+        # run starts first (an out-of-memory shows up at once, not at the end).
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids), reverse=True)
-        parts: list[Vectors] = []
-        for start in range(0, len(order), self._batch_size):
-            batch = [encodings[i] for i in order[start : start + self._batch_size]]
-            parts.append(self._run(batch))
+        lengths = [len(encodings[i].ids) for i in order]
+        batches = [
+            [encodings[i] for i in order[start:end]]
+            for start, end in runs(lengths, self._batch_size, self._run_tokens)
+        ]
+        # One run (a query) runs here; more go to the pool, whose threads exist only then.
+        many = len(batches) > 1
+        parts = list(self._pool.map(self._run, batches)) if many else [self._run(batches[0])]
         sorted_vectors = np.concatenate(parts, axis=0)
         vectors = np.empty_like(sorted_vectors)
         vectors[np.asarray(order)] = sorted_vectors
@@ -142,11 +159,29 @@ class LocalOnnxEmbedder:
         return _mean_pool(output, feeds["attention_mask"])
 
 
-def _open_session(path: Path, threads: int) -> ort.InferenceSession:
+def runs(lengths: Sequence[int], max_texts: int, max_tokens: int) -> list[tuple[int, int]]:
+    """Cuts texts of these token ``lengths`` (longest first) into runs, as (start, end): each as
+    many texts as fit ``max_texts`` and ``max_tokens`` padded tokens (its first text's length, the
+    longest, times its count); a text longer than ``max_tokens`` runs alone."""
+    found: list[tuple[int, int]] = []
+    start = 0
+    while start < len(lengths):
+        width = max(1, lengths[start])
+        end = start + 1
+        while end < len(lengths) and end - start < max_texts and (end - start + 1) * width <= max_tokens:
+            end += 1
+        found.append((start, end))
+        start = end
+    return found
+
+
+def _open_session(path: Path) -> ort.InferenceSession:
     if not path.is_file():
         raise ConfigurationError(f"ONNX model not found: {path}")
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    # One thread a run: the cores are used by runs side by side (LocalOnnxEmbedder.embed), which
+    # never wait on each other as two threads of one small run do.
+    options.intra_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     # The arena is ORT's default, kept on purpose: without it a batch of 32 x 256 tokens runs ~30%
     # slower. Its growth is bounded by shrinking after each run (see _shrinking_run_options).

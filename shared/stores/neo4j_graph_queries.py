@@ -130,7 +130,10 @@ CALL (m, row) {
 }
 CALL (m, row) {
     UNWIND row.pairs AS pair
-    MATCH (a:Entity {id: pair[0]}), (b:Entity {id: pair[1]})
+    // Two lookups by unique id, one row each: two MATCHes, so Neo4j does not warn of a
+    // cartesian product (a notification logged with the whole query on every write).
+    MATCH (a:Entity {id: pair[0]})
+    MATCH (b:Entity {id: pair[1]})
     MERGE (a)-[r:RELATED]->(b)
     ON CREATE SET r.memory_ids = []
     SET r.memory_ids = CASE WHEN m.id IN r.memory_ids THEN r.memory_ids ELSE r.memory_ids + m.id END

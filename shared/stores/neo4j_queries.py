@@ -102,7 +102,8 @@ RETURN m.id AS id
 
 LINK_NEXT = """
 UNWIND $pairs AS pair
-MATCH (a:Memory {id: pair[0]}), (b:Memory {id: pair[1]})
+MATCH (a:Memory {id: pair[0]})
+MATCH (b:Memory {id: pair[1]})
 MERGE (a)-[:NEXT]->(b)
 """
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from shared.embedding.base import Embedder
-from shared.embedding.local import LocalOnnxEmbedder
+from shared.embedding.local import LocalOnnxEmbedder, runs
 from shared.errors import ConfigurationError, InvalidInput
 from shared.settings import Settings
 from shared.tokenizer import count_tokens, load_tokenizer
@@ -64,6 +64,28 @@ def test_order_survives_length_sorting_and_batching(embedder: LocalOnnxEmbedder)
     np.testing.assert_allclose(together, alone, atol=1e-4)
     reversed_ = embedder.embed(TEXTS[::-1])
     np.testing.assert_allclose(reversed_[::-1], together, atol=1e-4)
+
+
+def test_runs_hold_few_long_texts_and_many_short_ones() -> None:
+    # Lengths longest first, at most 512 padded tokens (texts x the run's longest) and 4 texts a run
+    lengths = [240, 200, 130, 100, 100, 60, 11, 11, 11, 11, 11, 9]
+
+    found = runs(lengths, max_texts=4, max_tokens=512)
+
+    # Then each run is as long as both bounds allow, and a text longer than the bound runs alone
+    assert found == [(0, 2), (2, 5), (5, 9), (9, 12)]
+    assert runs([600, 500], max_texts=4, max_tokens=512) == [(0, 1), (1, 2)]
+    assert runs([], max_texts=4, max_tokens=512) == []
+
+
+def test_vectors_do_not_depend_on_the_runs_or_the_threads() -> None:
+    # Runs of one to four texts, embedded side by side on two threads, against each text alone
+    texts = TEXTS * 3
+    embedder = LocalOnnxEmbedder(_settings(local_threads=2, local_run_tokens=64))
+    together = embedder.embed(texts)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+    np.testing.assert_allclose(embedder.embed(texts[::-1])[::-1], together, atol=1e-4)
 
 
 def test_paraphrase_is_nearer_than_an_unrelated_sentence(embedder: LocalOnnxEmbedder) -> None:

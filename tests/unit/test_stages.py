@@ -220,6 +220,43 @@ def test_embed_fills_the_gaps_between_slices_staged_by_other_tries(
     np.testing.assert_array_equal(found[1], np.concatenate([FakeEmbedder().embed(s) for s in slices]))
 
 
+class SlowEmbedder(FakeEmbedder):
+    """Each call takes ``seconds`` on a clock the test reads (a loaded machine, say)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.seconds = seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.now += self.seconds
+        return super().embed(texts)
+
+
+def test_embed_does_not_start_a_slice_it_would_not_finish_before_the_deadline(
+    staging: Staging, progress: Progress
+) -> None:
+    # Given a batch of 6 chunks, 2 per slice, on a machine where a slice takes 10 s
+    # (a slice past the deadline may meet the soft time limit, and its work is lost)
+    _stage_batch(staging, 6)
+    embedder = SlowEmbedder(seconds=10.0)
+    stage = EmbedStage(embedder, staging, progress, slice_size=2, clock=embedder.clock)
+
+    # When a run has 15 s before its deadline
+    result = stage.run("b", deadline=15.0)
+
+    # Then it stages one slice and stops, rather than start one that would end at 20 s
+    assert (result.complete, result.embedded_now) == (False, 2)
+    assert embedder.calls == [["one-0", "one-1"]]
+
+    # and the next run (a new task, a new deadline) takes the rest
+    again = stage.run("b", deadline=embedder.now + 60.0)
+    assert (again.complete, again.embedded_now) == (True, 4)
+
+
 def test_embed_run_on_a_fully_embedded_batch_calls_the_model_no_more(
     staging: Staging, progress: Progress
 ) -> None:
