@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -159,26 +160,32 @@ def test_a_delete_with_no_filter_is_refused_as_the_document_says(api: TestClient
         assert "no filter given" in response.json()["detail"]
 
 
+def _six_stores_at_once(settings: Settings, act: Callable[[Neo4jStore], None]) -> None:
+    """``act`` on six store objects (six processes) released at the same moment."""
+    stores = [Neo4jStore(settings) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def released(store: Neo4jStore) -> None:
+        start.wait()
+        act(store)
+
+    try:
+        with ThreadPoolExecutor(len(stores)) as pool:
+            list(pool.map(released, stores))
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_stores_claiming_a_new_store_at_once_leave_one_claim(settings: Settings, neo4j_driver: Any) -> None:
     # Given a store as new: no model claimed, no uniqueness constraint on the claim yet (the fuzz
     # run's first search and first write bootstrapped it at once: two claims, the constraint could
     # never be made, and every write failed from then on)
     cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
     cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'embedding'}) DELETE s")
-    stores = [Neo4jStore(settings) for _ in range(6)]
-    start = threading.Barrier(len(stores))
-
-    def bootstrap(store: Neo4jStore) -> None:
-        start.wait()
-        store.bootstrap(MODEL, DIMENSION)
 
     # When six processes bootstrap it at the same moment
-    try:
-        with ThreadPoolExecutor(len(stores)) as pool:
-            list(pool.map(bootstrap, stores))
-    finally:
-        for store in stores:
-            store.close()
+    _six_stores_at_once(settings, lambda store: store.bootstrap(MODEL, DIMENSION))
 
     # Then there is one claim, and the constraint that keeps it one
     claims = cypher(
@@ -208,11 +215,8 @@ def test_restores_starting_on_a_new_store_at_once_leave_one_checkpoint(
     # constraint could never be made, and every bootstrap and search failed from then on)
     cypher(neo4j_driver, "DROP CONSTRAINT engram_schema_id IF EXISTS")
     cypher(neo4j_driver, "MATCH (s:EngramSchema {id: 'restore:fuzz'}) DELETE s")
-    stores = [Neo4jStore(settings) for _ in range(6)]
-    start = threading.Barrier(len(stores))
 
     def checkpoint(store: Neo4jStore) -> None:
-        start.wait()
         store.save_restore_state(
             "restore:fuzz",
             state="running",
@@ -226,12 +230,7 @@ def test_restores_starting_on_a_new_store_at_once_leave_one_checkpoint(
         )
 
     # When six restores save their first checkpoint at the same moment
-    try:
-        with ThreadPoolExecutor(len(stores)) as pool:
-            list(pool.map(checkpoint, stores))
-    finally:
-        for store in stores:
-            store.close()
+    _six_stores_at_once(settings, checkpoint)
 
     # Then there is one checkpoint, and the constraint that keeps it one
     assert _schema_claims(neo4j_driver, "restore:fuzz") == 1
