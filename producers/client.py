@@ -30,6 +30,7 @@ from shared.errors import (
 )
 from shared.graph.models import BackfillReport, EntityDetail, EntityPage
 from shared.ids import document_key
+from shared.ledger import Ledger
 from shared.models import (
     DeleteResult,
     DocumentIn,
@@ -73,6 +74,7 @@ from workers.app import (
     SEARCH_TASK,
     SYNC_TASK,
     WRITE_TASK,
+    send_stage,
 )
 from workers.app import app as default_app
 
@@ -129,6 +131,7 @@ class EngramClient:
         self._redis = connect(self.settings)
         self._progress = Progress(self._redis, self.settings.staging_ttl_s)
         self._versions = VersionClock(self._redis)
+        self._ledger = Ledger(self._redis)
         self._neo4j: Neo4jStore | None = None
         self._box: SecretBox | None = None
 
@@ -172,7 +175,7 @@ class EngramClient:
                 payload = [{**fields, "force": True} for fields in payload]
             try:
                 with queue_errors():
-                    task_ids.append(self._app.send_task(CHUNK_TASK, args=(payload,)).id)
+                    task_ids.append(send_stage(self._app, self._ledger, CHUNK_TASK, (payload,)))
             except ServiceUnavailable as exc:
                 raise ServiceUnavailable(
                     "redis", f"enqueued {sent} of {len(todo)} documents, then: {exc.detail}", exc.hint
@@ -375,11 +378,8 @@ class EngramClient:
 
     def _send_stage(self, stage: Stage, batch_id: str, documents: list[DocRef]) -> None:
         with queue_errors():
-            self._app.send_task(
-                WRITE_TASK if stage == "write" else EMBED_TASK,
-                args=(batch_id,),
-                kwargs={"documents": documents},
-            )
+            name = WRITE_TASK if stage == "write" else EMBED_TASK
+            send_stage(self._app, self._ledger, name, (batch_id,), {"documents": documents})
 
     def _lifecycle(self) -> Lifecycle:
         return Lifecycle(self._store(), self._versions.next, self._sync_removed)

@@ -7,6 +7,7 @@ build the services themselves from fakes; nothing else constructs stores or clie
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from neo4j import GraphDatabase, NotificationDisabledClassification
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
 from shared.errors import ConfigurationError
+from shared.ledger import BrokerHolds, Ledger, Sent, broker_holds
 from shared.models import utc_now
 from shared.progress import Progress
 from shared.redis_client import connect
@@ -26,6 +28,7 @@ from shared.services.chunk import ChunkStage
 from shared.services.embed import EmbedStage
 from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
+from shared.services.redeliver import Redeliverer
 from shared.services.reembed import ReembedPages
 from shared.services.restore import Restorer
 from shared.services.sync import Syncer
@@ -129,6 +132,20 @@ class Container:
     @cached_property
     def write_stage(self) -> WriteStage:
         return WriteStage(self.graph, self.syncer, self.staging, self.progress)
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        return Ledger(self.redis)
+
+    def redeliverer(
+        self, send: Callable[[Sent], None], give_up: Callable[[Sent, str], None], queues: Sequence[str]
+    ) -> Redeliverer:
+        """Sends lost stage messages again through ``send`` (the worker's Celery app)."""
+
+        def holds() -> BrokerHolds:
+            return broker_holds(self.redis, queues, read_at_most=200)
+
+        return Redeliverer(self.ledger, holds, send, give_up, self.settings.redeliver_after_s)
 
     @cached_property
     def reconciler(self) -> Reconciler:

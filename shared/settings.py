@@ -149,6 +149,12 @@ class Settings(BaseSettings):
         10.0, ge=0, description="A stopping worker finishes or re-queues its task within this."
     )
     staging_ttl_s: int = Field(7 * 24 * 3600, ge=3600, description="How long unfinished batches wait.")
+    redeliver_after_s: int = Field(
+        60,
+        ge=5,
+        description="A stage message the broker holds no copy of this long after its send is sent again "
+        "by the reconciler's pass (shared/ledger.py).",
+    )
 
     # Search.
     search_default_top_k: int = Field(10, ge=1, description="Results when a search does not say.")

@@ -6,11 +6,16 @@ stores they load, are imported by the worker processes alone.
 
 from __future__ import annotations
 
+from contextlib import suppress
+from typing import Any
+
 from celery import Celery
 from kombu.entity import Queue
 
 import workers.observe  # noqa: F401  (logs and metrics of every worker and beat: Celery's signals)
 from shared import redis_client
+from shared.errors import EngramError
+from shared.ledger import Owed, Sent
 from shared.log_privacy import quiet_task_results
 from shared.settings import Settings, get_settings
 
@@ -29,6 +34,9 @@ SEARCH_TASK = "engram.query.search"
 FALLBACK_TASK = "engram.fallback.search"
 RECONCILE_TASK = "engram.reconcile.run"
 RESTORE_TASK = "engram.reconcile.restore"
+
+STAGE_QUEUES = {CHUNK_TASK: INGEST, EMBED_TASK: EMBED, WRITE_TASK: WRITE}
+"""The stage tasks, whose messages the ledger keeps until their task has ended (shared/ledger.py)."""
 
 SEARCH_SHOWN = {"argsrepr": "(search request)", "kwargsrepr": "{}"}
 """What a search task's message shows of its arguments (its headers, Flower, a worker's log): not
@@ -111,6 +119,27 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
         },
     )
     return app
+
+
+def send_stage(
+    sender: Celery, ledger: Owed, name: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> str:
+    """Sends a stage message, written to the ledger first so a message the broker loses is sent
+    again (shared/services/redeliver.py); the task id is the ledger's. A send that fails strikes
+    its entry again where Redis lets it (the caller reports the failure)."""
+    sent = ledger.record(name, STAGE_QUEUES[name], args, kwargs or {})
+    try:
+        sender.send_task(name, args=args, kwargs=kwargs, task_id=sent.task_id)
+    except BaseException:
+        with suppress(EngramError):
+            ledger.strike(sent.task_id)
+        raise
+    return sent.task_id
+
+
+def resend(sender: Celery, sent: Sent) -> None:
+    """A lost stage message sent again as it was, under its task id (a chunk task's id is its batch's)."""
+    sender.send_task(sent.name, args=sent.args, kwargs=sent.kwargs, task_id=sent.task_id)
 
 
 app = make_app()

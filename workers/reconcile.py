@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.app import RECONCILE_TASK, RESTORE_TASK, app
-from workers.stage import container
+from shared.ledger import Sent
+from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
+from workers.stage import batch_refs, container
 
 
 # Acknowledged on receipt: a pass over a large store may outlast the visibility timeout, and a
 # pass lost with its worker is simply the next scheduled one.
 @app.task(name=RECONCILE_TASK, acks_late=False)
 def run(dry_run: bool = False, scheduled: bool = False, force: bool = False) -> dict[str, Any]:
-    report = container().reconciler.run(dry_run=dry_run, scheduled=scheduled, force=force)
+    c = container()
+    redeliverer = c.redeliverer(lambda sent: resend(app, sent), _give_up, QUEUES)
+    report = c.reconciler.run(dry_run=dry_run, scheduled=scheduled, force=force, redeliver=redeliverer.run)
     return report.model_dump(mode="json")
+
+
+def _give_up(sent: Sent, reason: str) -> None:
+    """A stage message lost after every resend: its documents end failed, with the reason."""
+    batch = sent.task_id if sent.name == CHUNK_TASK else str(sent.args[0]) if sent.args else sent.task_id
+    container().progress.set(batch_refs(tuple(sent.args), sent.kwargs), "failed", reason, batch=batch)
 
 
 # Acknowledged on receipt too: a restore outlasts the visibility timeout, and one lost with its

@@ -25,23 +25,27 @@ from functools import cache
 from typing import Any, NoReturn
 
 from billiard.einfo import ExceptionInfo
-from celery import Task
+from celery import Task, states
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from shared.container import Container
-from shared.errors import EngramError
+from shared.errors import EngramError, ServiceUnavailable
 from shared.ids import document_key
+from shared.ledger import Owed
 from shared.models import DocumentIn
 from shared.services.refs import DocRef, refs
 from shared.settings import get_settings
+from workers.app import send_stage
 
 log = logging.getLogger(__name__)
 
 # What a send raises when Redis is away: kombu's and redis-py's connection errors, and the
 # AttributeError of a producer channel kombu closed on the connection loss and hands out again.
 BROKER_LOST: tuple[type[BaseException], ...] = (OperationalError, RedisError, OSError, AttributeError)
+# The same, once the ledger's write has translated it (shared/ledger.py).
+SEND_LOST: tuple[type[BaseException], ...] = (*BROKER_LOST, ServiceUnavailable)
 
 
 _container_lock = threading.Lock()
@@ -66,6 +70,25 @@ class StageTask(Task):  # type: ignore[misc]
 
     # Retries are bounded by the policy's time budget, not by a count (``retrying`` below).
     max_retries = None
+
+    def after_return(
+        self,
+        status: str,
+        retval: Any,
+        task_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        einfo: ExceptionInfo | None,
+    ) -> None:
+        """A task that ended for good (its next stage sent, or its documents recorded failed) is
+        struck off the ledger; a retry or a message handed back stays owed. Redis away: the entry
+        stays, and at worst the stage runs once more when its message is judged lost."""
+        if status not in (states.SUCCESS, states.FAILURE):
+            return
+        try:
+            container().ledger.strike(task_id)
+        except EngramError as exc:
+            log.warning("%s %s stays in the ledger: %s", self.name, task_id, exc)
 
     def on_failure(
         self,
@@ -130,11 +153,14 @@ def _retry(task: Task, exc: BaseException, **options: Any) -> NoReturn:
         raise Reject(unsent.reason, requeue=True) from exc
 
 
-def send_next(task: Task, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Sends the next stage's task, or hands this task's message back to the broker when the
-    broker cannot take it (the stage runs again: every stage is idempotent)."""
+def send_next(
+    task: Task, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], ledger: Owed | None = None
+) -> None:
+    """Sends the next stage's task (through the ledger: shared/ledger.py), or hands this task's
+    message back to the broker when the broker cannot take it (the stage runs again: every stage
+    is idempotent)."""
     try:
-        task.app.send_task(name, args=args, kwargs=kwargs)
-    except BROKER_LOST as exc:
+        send_stage(task.app, ledger or container().ledger, name, args, kwargs)
+    except SEND_LOST as exc:
         log.warning("%s could not send %s (%s); its message goes back to the broker", task.name, name, exc)
         raise Reject(exc, requeue=True) from exc

@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 from shared.errors import EngramError
 from shared.models import VectorSyncCounts
 from shared.services.guard import PrimaryGuard, Verdict
+from shared.services.redeliver import Redelivered
 from shared.services.sync import Syncer
 from shared.stores.base import GraphStore, MemoryState, VectorStores
 
@@ -60,6 +61,14 @@ class ReconcileReport(BaseModel):
     neo4j_memories: int | None = None
     forced: bool = False
     vector_sync: VectorSyncCounts | None = None
+    redelivered: int = Field(0, description="Stage messages the broker lost, sent again (shared/ledger.py).")
+    redelivery_waiting: int = Field(
+        0, description="Stage messages past their grace in a queue too long to read: judged once it drains."
+    )
+    redelivery_given_up: int = Field(
+        0, description="Stage messages lost after every resend; their documents were recorded failed."
+    )
+    redelivery_error: str | None = Field(None, description="Why no lost message could be looked for.")
 
 
 class Reconciler:
@@ -89,12 +98,27 @@ class Reconciler:
         self._mass_delete_min = mass_delete_min
         self._backup_models = backup_models
 
-    def run(self, dry_run: bool = False, scheduled: bool = False, force: bool = False) -> ReconcileReport:
+    def run(
+        self,
+        dry_run: bool = False,
+        scheduled: bool = False,
+        force: bool = False,
+        redeliver: Callable[[], Redelivered] | None = None,
+    ) -> ReconcileReport:
         """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
         (``engram reconcile``) retries every failed row now. ``force`` lets a mass deletion of
-        orphan points through (never one on the word of a lost primary)."""
+        orphan points through (never one on the word of a lost primary). ``redeliver`` first sends
+        again the stage messages the broker lost (not on a dry run)."""
         now = self._clock()
         report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force)
+        if redeliver is not None and not dry_run:
+            try:
+                redelivered = redeliver()
+                report.redelivered, report.redelivery_waiting = redelivered.resent, redelivered.waiting
+                report.redelivery_given_up = redelivered.given_up
+            except EngramError as exc:
+                log.warning("redelivery stopped: %s", exc)
+                report.redelivery_error = str(exc)  # the stores' repairs go on without Redis
         pending_before = now - self._grace
         due_by = now if scheduled else now + timedelta(days=36500)
         try:

@@ -146,6 +146,26 @@ def redis_restart_queued(context: Context) -> ScenarioResult:
     return trial.finish()
 
 
+def message_lost(context: Context) -> ScenarioResult:
+    """A stage message vanishes from the broker, as kombu's Redis transport can lose one: BRPOP
+    takes it off the queue and only then is it recorded in ``unacked``, so a worker killed (or cut
+    from Redis) in between drops it for good. Here an ingest message and then an embed message are
+    popped by hand while their workers are stopped; the reconciler's pass sends both again."""
+    trial = Trial(context, "message-lost")
+    stack = context.stack
+    stack.stop_worker("ingest", warm=True)
+    stack.stop_worker("embed", warm=True)
+    trial.ingest(trial.documents())
+    popped = [stack.redis.rpop("ingest")]  # the oldest: the one the next BRPOP would take
+    stack.start_worker("ingest")
+    wait_for(lambda: int(stack.redis.llen("embed")) > 0, 60, 0.05)  # type: ignore[arg-type]
+    popped.append(stack.redis.rpop("embed"))
+    stack.start_worker("embed")
+    trial.note(f"{sum(1 for m in popped if m)} messages popped")
+    trial.undone()
+    return trial.finish()
+
+
 def _redis_down_while_running(context: Context, name: str, kill9: bool) -> ScenarioResult:
     trial = Trial(context, name)
     trial.ingest(trial.documents())
@@ -366,6 +386,7 @@ SCENARIOS: dict[str, Scenario] = {
     "concurrent-versions": concurrent_versions,
     "reconcile-racing-write": reconcile_racing_write,
     "update-delete-mid-ingest": update_delete_during_ingest,
+    "message-lost": message_lost,
 }
 SCENARIOS.update(RESTORE_SCENARIOS)
 SCENARIOS.update(soak.SCENARIOS)
@@ -376,6 +397,7 @@ QUICK = (
     "embed-kill-child",
     "qdrant-unreachable",
     "redis-restart-queued",
+    "message-lost",
     "batch-delivered-twice",
     "drift-by-hand",
     "version-retried",

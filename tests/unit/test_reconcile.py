@@ -8,6 +8,7 @@ from shared.errors import ServiceUnavailable
 from shared.models import PointState, StagedDocument
 from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler, ReconcileReport
+from shared.services.redeliver import Redelivered
 from shared.services.sync import Syncer
 from tests.unit.fakes import DIM, MODEL, Clock, FakeGraph, FakeVectors, FakeVectorSpace, staged, write_of
 
@@ -297,3 +298,36 @@ def test_a_refused_row_does_not_hold_back_the_rows_batched_with_it() -> None:
     # come back together, and fail together again, pass after pass)
     assert {stores.graph.memories[i].vector_sync for i in good} == {"synced"}
     assert stores.graph.memories[bad].vector_sync == "failed"
+
+
+def test_a_pass_sends_lost_messages_again_and_reports_them() -> None:
+    stores, _ = _drifted()
+
+    report = stores.reconciler.run(scheduled=True, redeliver=lambda: Redelivered(resent=2, waiting=1))
+
+    assert (report.redelivered, report.redelivery_waiting, report.redelivery_error) == (2, 1, None)
+    assert report.drift_fixed.orphan_points == 2  # the stores' repairs ran as ever
+
+
+def test_redis_away_stops_the_redelivery_not_the_stores_repairs() -> None:
+    stores, _ = _drifted()
+
+    def redis_down() -> Redelivered:
+        raise ServiceUnavailable("redis", "connection refused")
+
+    report = stores.reconciler.run(scheduled=True, redeliver=redis_down)
+
+    assert report.redelivery_error is not None and "connection refused" in report.redelivery_error
+    assert report.error is None
+    assert report.drift_fixed.orphan_points == 2
+
+
+def test_a_dry_run_sends_nothing_again() -> None:
+    stores, _ = _drifted()
+
+    def must_not_run() -> Redelivered:
+        raise AssertionError("a dry run redelivered")
+
+    report = stores.reconciler.run(dry_run=True, redeliver=must_not_run)
+
+    assert report.redelivered == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,6 +12,8 @@ from kombu.exceptions import OperationalError
 
 from shared.errors import ServiceUnavailable
 from shared.ids import document_key
+from shared.ledger import Sent
+from workers.app import EMBED_TASK, WRITE_TASK
 from workers.ingest import parse
 from workers.stage import _retry, batch_refs, send_next
 
@@ -28,10 +31,27 @@ class BrokerDownTask:
     name = "engram.test"
 
     def __init__(self, error: BaseException) -> None:
-        def send_task(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        def send_task(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], task_id: str) -> None:
             raise error
 
         self.app = SimpleNamespace(send_task=send_task)
+
+
+class FakeLedger:
+    """The ledger as a sender sees it: what was recorded, and what was struck again."""
+
+    def __init__(self) -> None:
+        self.owed: dict[str, Sent] = {}
+        self.struck: list[str] = []
+
+    def record(self, name: str, queue: str, args: Iterable[Any], kwargs: dict[str, Any]) -> Sent:
+        sent = Sent(f"t{len(self.owed) + len(self.struck)}", name, queue, list(args), kwargs, 0.0)
+        self.owed[sent.task_id] = sent
+        return sent
+
+    def strike(self, task_id: str) -> None:
+        self.owed.pop(task_id, None)
+        self.struck.append(task_id)
 
 
 def test_a_retry_the_broker_cannot_take_requeues_the_message() -> None:
@@ -45,14 +65,34 @@ def test_a_retry_the_broker_cannot_take_requeues_the_message() -> None:
     [OperationalError("Error 111 connecting"), AttributeError("'NoneType' object has no attribute 'client'")],
 )
 def test_a_next_stage_the_broker_cannot_take_requeues_the_message(error: BaseException) -> None:
+    ledger = FakeLedger()
     with pytest.raises(Reject) as rejected:
-        send_next(BrokerDownTask(error), "engram.embed.embed_batch", ("batch",), {"documents": []})
+        send_next(BrokerDownTask(error), EMBED_TASK, ("batch",), {"documents": []}, ledger)
     assert rejected.value.requeue is True
+    assert ledger.owed == {} and len(ledger.struck) == 1  # the unsent message is owed to no one
 
 
 def test_a_send_that_fails_for_another_reason_is_not_retried_forever() -> None:
     with pytest.raises(TypeError):
-        send_next(BrokerDownTask(TypeError("not serialisable")), "engram.x", ("batch",), {})
+        send_next(BrokerDownTask(TypeError("not serialisable")), WRITE_TASK, ("batch",), {}, FakeLedger())
+
+
+def test_a_next_stage_is_recorded_before_it_is_sent_under_the_ledgers_task_id() -> None:
+    # Given a broker that takes the message, and a ledger
+    ledger = FakeLedger()
+    seen: list[tuple[str, str, bool]] = []
+
+    def send_task(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], task_id: str) -> None:
+        seen.append((name, task_id, task_id in ledger.owed))
+
+    task = SimpleNamespace(name="engram.test", app=SimpleNamespace(send_task=send_task))
+
+    # When the next stage is sent
+    send_next(task, WRITE_TASK, ("batch",), {"documents": [["k", 1]]}, ledger)
+
+    # Then it was owed in the ledger when it went out, under the id it was sent with
+    assert seen == [(WRITE_TASK, "t0", True)]
+    assert ledger.owed["t0"].queue == "write" and ledger.owed["t0"].args == ["batch"]
 
 
 def test_a_document_that_no_longer_validates_is_refused_alone() -> None:
