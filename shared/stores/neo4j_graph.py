@@ -64,14 +64,20 @@ class GraphWriter:
         return rows
 
     def entity_row(self, memory: GraphSource, mentions: Sequence[Mention]) -> Row:
+        related = sorted({entity_id(memory.user_id, m.key) for m in mentions[: self._related_limit]})
         entities = sorted(
             (
-                {"id": entity_id(memory.user_id, m.key), "key": m.key, "name": m.name, "kind": m.kind}
+                {
+                    "id": (key := entity_id(memory.user_id, m.key)),
+                    "key": m.key,
+                    "name": m.name,
+                    "kind": m.kind,
+                    "paired": key in related,
+                }
                 for m in mentions
             ),
-            key=lambda e: e["id"],
+            key=lambda e: str(e["id"]),
         )
-        related = sorted(entity_id(memory.user_id, m.key) for m in mentions[: self._related_limit])
         pairs = [[a, b] for a, b in combinations(related, 2)]
         return {"id": memory.id, "user_id": memory.user_id, "entities": entities, "pairs": pairs}
 

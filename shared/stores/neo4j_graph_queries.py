@@ -10,7 +10,12 @@ through the same write path (or ``engram graph backfill``) derives the same grap
 - ``(:Memory)-[:MENTIONS]->(:Entity {id, user_id, key, name, kind, aliases})``: one Entity per
   tenant and normalised name.
 - ``(:Entity)-[:RELATED {count, memory_ids}]->(:Entity)``: two entities named by the same
-  memories (from the smaller id to the larger), with those memories as evidence.
+  memories (from the smaller id to the larger): how many, and the newest ten as evidence. The
+  evidence is bounded so that a write costs the same however many memories name a pair (each
+  write rewrote the whole list, and lists of a common pair grow with the store: quadratic). A
+  MENTIONS edge says whether its entity was ``paired`` (among the memory's first few), so a
+  removal knows which pairs the memory counted in without the full list; an edge written before
+  the flag falls back to the list, exact while it holds every memory.
 """
 
 from __future__ import annotations
@@ -94,15 +99,18 @@ DELETE s
 UNLINK_ENTITIES = """
 UNWIND $ids AS id
 MATCH (m:Memory {id: id})-[mentions:MENTIONS]->(e:Entity)
-WITH m, collect(e) AS entities, collect(mentions) AS edges
-CALL (m, entities) {
-    UNWIND entities AS a
-    UNWIND entities AS b
-    WITH m, a, b WHERE a.id < b.id
+WITH m, collect(e) AS entities, collect(mentions) AS edges,
+     collect({entity: e, paired: mentions.paired}) AS named
+CALL (m, named) {
+    UNWIND named AS x
+    UNWIND named AS y
+    WITH m, x, y
+    WHERE x.entity.id < y.entity.id AND coalesce(x.paired, true) AND coalesce(y.paired, true)
+    WITH m, x.entity AS a, y.entity AS b, x.paired IS NULL OR y.paired IS NULL AS unflagged
     MATCH (a)-[r:RELATED]->(b)
-    WITH m, r, [x IN r.memory_ids WHERE x <> m.id] AS kept
-    SET r.memory_ids = kept, r.count = size(kept)
-    WITH r WHERE r.count = 0
+    WITH m, r WHERE NOT unflagged OR m.id IN r.memory_ids
+    SET r.memory_ids = [i IN r.memory_ids WHERE i <> m.id], r.count = r.count - 1
+    WITH r WHERE r.count <= 0
     DELETE r
 }
 FOREACH (edge IN edges | DELETE edge)
@@ -110,7 +118,8 @@ RETURN [e IN entities | e.id] AS entities
 """
 
 # A Memory's entities: one Entity per tenant and key (its names kept as aliases), a MENTIONS
-# edge, and a RELATED edge per pair with this memory among its evidence. Rows list entities in
+# edge (``paired`` when the entity is among those paired), and a RELATED edge per pair counting
+# this memory, with it as the newest evidence. Rows list entities in
 # id order, so writers of the same entities lock them in the same order.
 LINK_ENTITIES = """
 UNWIND $rows AS row
@@ -126,7 +135,8 @@ CALL (m, row) {
         SET e.aliases = e.aliases + x.name)
     FOREACH (_ IN CASE WHEN x.kind = 'person' AND e.kind <> 'person' THEN [1] ELSE [] END |
         SET e.kind = 'person')
-    MERGE (m)-[:MENTIONS]->(e)
+    MERGE (m)-[mentions:MENTIONS]->(e)
+    SET mentions.paired = x.paired
 }
 CALL (m, row) {
     UNWIND row.pairs AS pair
@@ -135,9 +145,11 @@ CALL (m, row) {
     MATCH (a:Entity {id: pair[0]})
     MATCH (b:Entity {id: pair[1]})
     MERGE (a)-[r:RELATED]->(b)
-    ON CREATE SET r.memory_ids = []
-    SET r.memory_ids = CASE WHEN m.id IN r.memory_ids THEN r.memory_ids ELSE r.memory_ids + m.id END
-    SET r.count = size(r.memory_ids)
+    ON CREATE SET r.memory_ids = [], r.count = 0
+    // A derive unlinks the memory first, so it is never counted twice; the guard is for the
+    // newest evidence, which it can see.
+    WITH m, r WHERE NOT m.id IN r.memory_ids
+    SET r.count = r.count + 1, r.memory_ids = (r.memory_ids + m.id)[-10..]
 }
 """
 

@@ -283,6 +283,67 @@ def test_entities_are_one_per_tenant_and_name_with_their_relations(
     assert entities(neo4j_driver, other) == {"caroline": 1, "boston": 1}
 
 
+def relation(driver: neo4j.Driver, user_id: str, a: str, b: str) -> tuple[int, list[str]] | None:
+    """The RELATED edge of two entities: its count and its evidence, as stored."""
+    rows = cypher(
+        driver,
+        """
+        MATCH (x:Entity {user_id: $u, key: $a})-[r:RELATED]-(y:Entity {user_id: $u, key: $b})
+        RETURN r.count AS n, r.memory_ids AS ids
+        """,
+        u=user_id,
+        a=a,
+        b=b,
+    )
+    return (rows[0]["n"], rows[0]["ids"]) if rows else None
+
+
+def test_a_common_pair_keeps_its_count_and_only_its_newest_evidence(
+    store: Neo4jStore, neo4j_driver: neo4j.Driver, tenant: str
+) -> None:
+    # Given 14 turns naming the same two people, written one after another
+    names = [f"t{n:02d}" for n in range(14)]
+    for n in names:
+        store.write_documents([turn(tenant, n, f"Caroline met Melanie, turn {n}.", second=int(n[1:]))])
+
+    # Then the pair counts all 14, and its evidence is the 10 written last
+    count, ids = relation(neo4j_driver, tenant, "caroline", "melanie") or (0, [])
+    assert count == 14
+    assert ids == [chunk_id(tenant, n, 0) for n in names[4:]]
+
+    # When one named in the evidence and one no longer in it are updated to name nobody
+    store.write_documents(
+        [turn(tenant, n, "nobody here", second=int(n[1:]), version=2) for n in ("t13", "t00")]
+    )
+
+    # Then both stop counting, and the evidence loses the one it held
+    count, ids = relation(neo4j_driver, tenant, "caroline", "melanie") or (0, [])
+    assert count == 12
+    assert ids == [chunk_id(tenant, n, 0) for n in names[4:13]]
+
+    # When every memory naming them is deleted, the relation goes with the last
+    store.delete_documents([document_key(tenant, n) for n in names], version=3)
+    assert relation(neo4j_driver, tenant, "caroline", "melanie") is None
+
+
+def test_a_relation_written_before_the_paired_flag_is_unlinked_by_its_evidence(
+    store: Neo4jStore, neo4j_driver: neo4j.Driver, tenant: str
+) -> None:
+    # Given two turns linked as an older version did: MENTIONS without the flag, full evidence
+    store.write_documents([turn(tenant, n, f"Caroline met Melanie, turn {n}.") for n in ("a", "b")])
+    cypher(
+        neo4j_driver,
+        "MATCH (:Memory {user_id: $u})-[k:MENTIONS]->() REMOVE k.paired",
+        u=tenant,
+    )
+
+    # When one of them is deleted
+    store.delete_documents([document_key(tenant, "a")], version=2)
+
+    # Then the relation counts the other alone
+    assert relation(neo4j_driver, tenant, "caroline", "melanie") == (1, [chunk_id(tenant, "b", 0)])
+
+
 def test_backfill_derives_the_graph_of_memories_written_without_it(
     settings: Settings, neo4j_driver: neo4j.Driver, tenant: str
 ) -> None:
