@@ -111,6 +111,11 @@ RECONCILE_MEMORIES = Counter(
     "Memories the reconciler's passes re-synced, deleted from Qdrant, or left failed.",
     ["action"],
 )
+REDELIVERED = Counter(
+    "engram_redelivered_messages",
+    "Stage messages the broker lost, by what the reconciler did: sent again, or given up (documents failed).",
+    ["outcome"],
+)
 
 # ... and by the HTTP app (producers/metrics_api.py).
 
@@ -191,6 +196,10 @@ def reconciled(report: Mapping[str, Any]) -> None:
         count = int(report.get(action) or 0)
         if count:
             RECONCILE_MEMORIES.labels(action).inc(count)
+    for kind, key in (("resent", "redelivered"), ("given_up", "redelivery_given_up")):
+        count = int(report.get(key) or 0)
+        if count:
+            REDELIVERED.labels(kind).inc(count)
 
 
 # Read at scrape time.

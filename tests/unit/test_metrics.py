@@ -80,6 +80,8 @@ def test_a_reconcile_pass_counts_its_outcome_and_the_drift_it_fixed_by_kind() ->
         "resynced": 4,
         "deleted": 1,
         "drift_fixed": {"missing_in_qdrant": 2, "stale_in_qdrant": 0, "orphan_points": 3},
+        "redelivered": 2,
+        "redelivery_given_up": 1,
     }
     metrics.task_ended("engram.reconcile.run", "SUCCESS", 1.5, report)
     metrics.task_ended("engram.reconcile.run", "SUCCESS", 0.5, {**report, "dry_run": True})
@@ -98,6 +100,8 @@ def test_a_reconcile_pass_counts_its_outcome_and_the_drift_it_fixed_by_kind() ->
     assert moved("engram_reconcile_drift_fixed_total", kind="missing_in_qdrant") == 2
     assert moved("engram_reconcile_drift_fixed_total", kind="orphan_points") == 3
     assert moved("engram_reconcile_memories_total", action="resynced") == 4
+    assert moved("engram_redelivered_messages_total", outcome="resent") == 2
+    assert moved("engram_redelivered_messages_total", outcome="given_up") == 1
 
 
 def test_store_gauges_are_read_once_per_cache_period_and_a_silent_store_is_said() -> None:
