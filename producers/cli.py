@@ -21,6 +21,7 @@ from producers.bench import run as bench
 from producers.client import EngramClient
 from producers.files import read_documents
 from producers.graph_cli import register as register_graph_commands
+from producers.waiting import LoadProgress
 from shared import logging_setup
 from shared.auth import KeyInfo
 from shared.confusables import confusable_with
@@ -308,9 +309,10 @@ def _wait_for(
     (or a newer one); returns how many failed."""
     interactive = out.isatty()
     last_line = ""
+    progress = LoadProgress(keys)
     while True:
-        states = client.states(keys)
-        finished = states["done"] + states["failed"] + states["unchanged"]
+        states = progress.poll(client)
+        finished = progress.finished
         elapsed = time.monotonic() - started
         line = (
             f"  {finished}/{len(keys)} documents finished ({states['failed']} failed); "

@@ -80,6 +80,9 @@ from workers.app import app as default_app
 
 log = logging.getLogger(__name__)
 
+FINAL_STATES = frozenset({"done", "failed", "unchanged"})
+"""States a document keeps at its version once reached (a replay of a failed one is a new wait)."""
+
 
 def check_document(document: DocumentIn, settings: Settings) -> None:
     size = len(document.text.encode("utf-8"))
@@ -232,21 +235,29 @@ class EngramClient:
         """How many of these (key, version) are in each state: for progress over a bulk load. A
         record of a newer version counts as done (this one is superseded), of an older one as queued
         unless it says the document was found unchanged (so never enqueued)."""
+        return self.progress_of(documents)[0]
+
+    def progress_of(self, documents: Sequence[DocRef]) -> tuple[Counter[str], list[DocRef]]:
+        """``states``, and those of the documents not finished yet: done, failed and unchanged
+        are final at a version, so a wait polls only the rest (``producers/waiting.py``)."""
         counts: Counter[str] = Counter()
-        for (_, version), record in zip(
-            documents, self._progress.records(k for k, _ in documents), strict=True
-        ):
+        unfinished: list[DocRef] = []
+        for ref, record in zip(documents, self._progress.records(k for k, _ in documents), strict=True):
+            version = ref[1]
             if record is None:
-                counts["unknown"] += 1
+                state = "unknown"
             elif record.state == "unchanged":  # found stored as given: not enqueued at this version
-                counts["unchanged"] += 1
+                state = "unchanged"
             elif record.version > version:
-                counts["done"] += 1
+                state = "done"
             elif record.version < version:
-                counts["queued"] += 1
+                state = "queued"
             else:
-                counts[record.state] += 1
-        return counts
+                state = record.state
+            counts[state] += 1
+            if state not in FINAL_STATES:
+                unfinished.append(ref)
+        return counts, unfinished
 
     def chunk_work(self, documents: Sequence[DocRef]) -> tuple[int, int]:
         """(Chunks reused, chunks embedded) of these (key, version), as the embed stage recorded them."""

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.client import EngramClient
+from producers.waiting import LoadProgress
 from shared.errors import InvalidInput, SearchTimeout
 from shared.evaluation.beir import BeirSet, load_beir
 from shared.evaluation.locomo import CATEGORIES, LocomoSet, load_locomo, locomo_file, recall_report
@@ -181,9 +182,10 @@ def ingest(
     refs = [(key, accepted.version) for key in keys]
     interactive = sys.stderr.isatty()
     last = -1
+    progress = LoadProgress(refs)
     while True:
-        states = client.states(refs)
-        finished = states["done"] + states["failed"] + states["unchanged"]
+        states = progress.poll(client)
+        finished = progress.finished
         elapsed = time.monotonic() - started
         if interactive:
             print("\r" + _bar(finished, len(keys), elapsed), end="", file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from producers.bench.processes import cpu_by_role, cpu_spent
 from producers.client import EngramClient
+from producers.waiting import LoadProgress
 from shared.container import Container
 from shared.errors import SearchTimeout
 from shared.ids import document_key
@@ -37,10 +38,11 @@ def load(
     started = time.monotonic()
     accepted = client.ingest(documents)
     refs = [(document_key(d.user_id, d.document_id), accepted.version) for d in documents]
+    progress = LoadProgress(refs)
     said = 0.0
     while True:
-        states = client.states(refs)
-        finished = states["done"] + states["failed"] + states["unchanged"]
+        states = progress.poll(client)
+        finished = progress.finished
         elapsed = time.monotonic() - started
         if finished == len(refs):
             if states["failed"]:

@@ -95,7 +95,7 @@ def test_targets_pass_and_miss_by_their_bounds() -> None:
     assert verdicts["ingestion / raw embedder"] == "PASS"
     assert verdicts["default p50 / floor"] == "PASS"
     assert verdicts["default p99 ms"] == "PASS"
-    assert verdicts["index recall@10"] == "NOT MEASURED"
+    assert verdicts["recall@10 at the search's k"] == "NOT MEASURED"
     missed = {t.name: t.verdict for t in report.targets(_result(60.0, 100.0, 25.0, 0.5))}
     assert missed["ingestion / raw embedder"] == "MISS"
     assert missed["default p50 / floor"] == "MISS"

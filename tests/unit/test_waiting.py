@@ -1,0 +1,41 @@
+"""A wait on a load reads only the documents not finished yet, and counts as if it read them all."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from producers.waiting import LoadProgress
+from shared.services.refs import DocRef
+
+
+class Pipeline:
+    """Each document's state, moved by the test; records which documents each poll read."""
+
+    def __init__(self, states: dict[str, str]) -> None:
+        self.states = states
+        self.read: list[list[str]] = []
+
+    def progress_of(self, documents: Sequence[DocRef]) -> tuple[Counter[str], list[DocRef]]:
+        self.read.append([key for key, _ in documents])
+        counts = Counter(self.states[key] for key, _ in documents)
+        return counts, [
+            ref for ref in documents if self.states[ref[0]] not in ("done", "failed", "unchanged")
+        ]
+
+
+def test_finished_documents_are_read_once_and_still_counted() -> None:
+    # Given four documents of one load, two already finished
+    pipeline = Pipeline({"a": "done", "b": "unchanged", "c": "embedding", "d": "queued"})
+    progress = LoadProgress([(key, 7) for key in "abcd"])
+
+    # When it is polled, then one more finishes (failed) and it is polled again
+    first = progress.poll(pipeline)
+    pipeline.states.update(c="failed", d="writing")
+    second = progress.poll(pipeline)
+
+    # Then each poll counted the whole load, and the second read only what was unfinished
+    assert first == Counter(done=1, unchanged=1, embedding=1, queued=1)
+    assert second == Counter(done=1, unchanged=1, failed=1, writing=1)
+    assert pipeline.read == [["a", "b", "c", "d"], ["c", "d"]]
+    assert (progress.finished, progress.total) == (3, 4)
