@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from producers.bench import corpus, estimate, report, run
+from producers.bench.run import skipped
 from producers.bench.stats import Latency, percentile
 
 DUMP = """Package: 0ad
@@ -100,3 +101,9 @@ def test_targets_pass_and_miss_by_their_bounds() -> None:
     assert missed["ingestion / raw embedder"] == "MISS"
     assert missed["default p50 / floor"] == "MISS"
     assert missed["default p99 ms"] == "MISS"  # strictly under 100 ms
+
+
+def test_the_fallback_is_skipped_when_asked_and_always_on_a_running_stack() -> None:
+    assert skipped({"fallback", "rss"}, own=True) == {"fallback", "rss"}
+    assert skipped({"rss"}, own=True) == {"rss"}
+    assert skipped({"rss"}, own=False) == {"fallback", "rss"}
