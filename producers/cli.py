@@ -330,7 +330,7 @@ def _wait_for(
             return states["failed"]
         if elapsed > timeout:
             raise SearchTimeout(f"ingestion not finished after {timeout:g} s: {dict(states)}")
-        time.sleep(1.0)
+        time.sleep(progress.pause())
 
 
 def _search(args: argparse.Namespace) -> int:

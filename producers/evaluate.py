@@ -196,7 +196,7 @@ def ingest(
             break
         if elapsed > 6 * 3600:
             raise SearchTimeout(f"ingestion not finished after {elapsed:.0f} s: {dict(states)}")
-        time.sleep(1.0)
+        time.sleep(progress.pause())
     if interactive:
         print(file=sys.stderr)
     if states["failed"]:

@@ -2,8 +2,9 @@
 
 A wait over a bulk load (``engram ingest``, ``engram eval``, ``engram bench``) read every
 document's progress record on every poll; at 10,000 documents that cost the waiting process ~15%
-of a core and Redis as much again, taken from the workers it waits on. A document done, failed or
-found unchanged stays so at its version, so each poll drops those and reads the rest.
+of a core (redis-py parsing 10,000 replies in Python: 0.5 CPU-s a poll, 0.2 with hiredis), taken
+from the workers it waits on. A document done, failed or found unchanged stays so at its
+version, so each poll drops those and reads the rest, and polls are spaced by how many are left.
 """
 
 from __future__ import annotations
@@ -37,3 +38,8 @@ class LoadProgress:
     @property
     def finished(self) -> int:
         return self.total - len(self._todo)
+
+    def pause(self) -> float:
+        """Seconds to wait before the next poll: longer while many are unfinished (reading 10,000
+        records costs ~0.2 CPU-s even with hiredis), short near the end, so the end is seen soon."""
+        return min(3.0, 0.5 + len(self._todo) / 4000)

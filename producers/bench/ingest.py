@@ -54,7 +54,7 @@ def load(
             say(f"  ingest: {finished}/{len(refs)} documents in {elapsed:.0f} s{left}")
         if elapsed > timeout_s:
             raise SearchTimeout(f"ingestion not finished after {timeout_s:g} s: {dict(states)}")
-        time.sleep(0.5)
+        time.sleep(progress.pause())
 
 
 def raw_rate(container: Container, texts: Sequence[str]) -> dict[str, float]:

@@ -39,3 +39,14 @@ def test_finished_documents_are_read_once_and_still_counted() -> None:
     assert second == Counter(done=1, unchanged=1, failed=1, writing=1)
     assert pipeline.read == [["a", "b", "c", "d"], ["c", "d"]]
     assert (progress.finished, progress.total) == (3, 4)
+
+
+def test_polls_are_spaced_by_how_many_are_left() -> None:
+    progress = LoadProgress([(f"k{n}", 1) for n in range(20_000)])
+    pipeline = Pipeline({f"k{n}": "done" if n >= 10 else "queued" for n in range(20_000)})
+
+    before = progress.pause()
+    progress.poll(pipeline)
+
+    assert before == 3.0
+    assert progress.pause() < 0.51
