@@ -1,8 +1,8 @@
 """Waiting on a load: how far its documents are, polling only those not finished yet.
 
 A wait over a bulk load (``engram ingest``, ``engram eval``, ``engram bench``) read every
-document's progress record on every poll; at 10,000 documents that cost the waiting process ~15%
-of a core (redis-py parsing 10,000 replies in Python: 0.5 CPU-s a poll, 0.2 with hiredis), taken
+document's progress record twice a second; at 10,000 documents that cost the waiting process up
+to half a core (redis-py parsing 10,000 replies in Python: 0.5 CPU-s a poll, 0.2 with hiredis), taken
 from the workers it waits on. A document done, failed or found unchanged stays so at its
 version, so each poll drops those and reads the rest, and polls are spaced by how many are left.
 """

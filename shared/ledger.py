@@ -28,13 +28,13 @@ from shared.redis_client import translated_errors
 
 _ENTRIES = "engram:ledger"
 _SENT_AT = "engram:ledger:at"
-UNACKED = "unacked"
+UNACKED = "unacked"  # kombu's hash of delivered, unacknowledged messages (its default name)
 _RESENT = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 end
-"""  # kombu's hash of delivered, unacknowledged messages (its default name)
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,7 @@ class Ledger:
     def __init__(self, client: redis.Redis, clock: Callable[[], float] = time.time) -> None:
         self._redis = client
         self._clock = clock
+        self._resent = client.register_script(_RESENT)  # EVALSHA: the script is sent once
 
     def record(self, name: str, queue: str, args: Iterable[Any], kwargs: dict[str, Any]) -> Sent:
         """Writes a message about to be sent, under a new task id (raises ServiceUnavailable)."""
@@ -95,7 +96,7 @@ class Ledger:
         task struck meanwhile (it ended) stays struck."""
         again = replace(sent, at=self._clock(), resends=sent.resends + 1)
         with translated_errors():
-            self._redis.eval(_RESENT, 2, _ENTRIES, _SENT_AT, sent.task_id, again.dump(), str(again.at))
+            self._resent(keys=[_ENTRIES, _SENT_AT], args=[sent.task_id, again.dump(), str(again.at)])
 
     def older_than(self, before: float, limit: int) -> list[Sent]:
         """The oldest messages sent before ``before`` (epoch seconds), at most ``limit``."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.ledger import Sent
-from workers.app import CHUNK_TASK, QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
-from workers.stage import batch_refs, container
+from workers.app import QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
+from workers.stage import batch_of, batch_refs, container
 
 
 # Acknowledged on receipt: a pass over a large store may outlast the visibility timeout, and a
@@ -21,7 +21,7 @@ def run(dry_run: bool = False, scheduled: bool = False, force: bool = False) -> 
 
 def _give_up(sent: Sent, reason: str) -> None:
     """A stage message lost after every resend: its documents end failed, with the reason."""
-    batch = sent.task_id if sent.name == CHUNK_TASK else str(sent.args[0]) if sent.args else sent.task_id
+    batch = batch_of(sent.args, sent.task_id)
     container().progress.set(batch_refs(tuple(sent.args), sent.kwargs), "failed", reason, batch=batch)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, NoReturn
@@ -99,13 +99,19 @@ class StageTask(Task):  # type: ignore[misc]
         einfo: ExceptionInfo,
     ) -> None:
         documents = batch_refs(args, kwargs)
-        batch = args[0] if args and isinstance(args[0], str) else task_id
+        batch = batch_of(args, task_id)
         log.error("%s %s gave up on %d documents: %s", self.name, task_id, len(documents), exc)
         reason = f"{self.name}: {type(exc).__name__}: {exc}"
         try:
             container().progress.set(documents, "failed", reason, batch=batch)
         except EngramError as record_error:
             log.error("could not record the failure of %s: %s", task_id, record_error)
+
+
+def batch_of(args: Sequence[Any], task_id: str) -> str:
+    """The staged batch a stage message names: an embed or write task's first argument, else (the
+    ingest task, whose first argument is its documents) its own task id."""
+    return args[0] if args and isinstance(args[0], str) else task_id
 
 
 def batch_refs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[DocRef]:
