@@ -75,7 +75,6 @@ class MemoryState:
     embedding_model: str | None
     embedding_dim: int | None
     vector_sync: str | None
-    updated_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,8 @@ class GraphStore(Protocol):
     def backlog_size(self, pending_before: datetime, now: datetime) -> int: ...
 
     def memory_states(self, after_id: str | None, limit: int) -> list[MemoryState]:
-        """A page of Memories in id order, for the drift scan."""
+        """A page of Memories in id order after ``after_id`` (from the first if None), for the
+        drift scan."""
         ...
 
     def live_versions(self, ids: Sequence[str]) -> dict[str, int]:

@@ -327,7 +327,6 @@ class FakeGraph:
                 embedding_model=self.memories[i].memory.embedding_model,
                 embedding_dim=self.memories[i].memory.embedding_dim,
                 vector_sync=self.memories[i].vector_sync,
-                updated_at=self.memories[i].updated_at,
             )
             for i in ids
         ]
