@@ -318,7 +318,10 @@ class Settings(BaseSettings):
     reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")
     reconcile_batch_size: int = Field(256, ge=1, description="Memories re-synced per Qdrant call.")
     reconcile_scan_page: int = Field(
-        1000, ge=10, description="Memories and points compared per page of the drift scan."
+        10_000,
+        ge=10,
+        description="Memories and points read per range of the drift scan (embedded local mode sorts "
+        "every point id on each read).",
     )
     reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
     reconcile_min_primary_share: float = Field(

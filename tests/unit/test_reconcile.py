@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from shared.errors import ServiceUnavailable
@@ -331,3 +332,36 @@ def test_a_dry_run_sends_nothing_again() -> None:
     report = stores.reconciler.run(dry_run=True, redeliver=must_not_run)
 
     assert report.redelivered == 0
+
+
+def test_each_store_is_read_by_range_and_only_what_a_range_missed_is_looked_up_by_id() -> None:
+    # Given a synced Memory whose point a range read leaves out (as if the backup ordered its id
+    # elsewhere), and no drift
+    stores = Stores(scan_page=4)
+    ids = sorted(stores.write(staged("d", 1, [f"chunk {i}" for i in range(10)])))
+    store = stores.vectors
+    original_scroll, original_states = store.scroll, store.states
+    looked_up: list[list[str]] = []
+
+    def scroll_without_one(after: str | None, limit: int) -> tuple[list[PointState], str | None]:
+        page, more = original_scroll(after, limit)
+        return [p for p in page if p.id != ids[5]], more
+
+    def states(wanted: Sequence[str]) -> dict[str, PointState]:
+        looked_up.append(list(wanted))
+        return original_states(wanted)
+
+    store.scroll = scroll_without_one  # type: ignore[method-assign]
+    store.states = states  # type: ignore[method-assign]
+
+    # When a pass runs
+    report = stores.reconciler.run(scheduled=False)
+
+    # Then the one point is looked up by id and found in step, and nothing else was looked up
+    assert looked_up == [[ids[5]]]
+    assert report.drift_found.model_dump() == {
+        "missing_in_qdrant": 0,
+        "stale_in_qdrant": 0,
+        "orphan_points": 0,
+    }
+    assert (report.memories_compared, report.points_compared) == (10, {store.collection: 9})
