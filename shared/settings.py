@@ -323,6 +323,12 @@ class Settings(BaseSettings):
         description="Memories and points read per range of the drift scan (embedded local mode sorts "
         "every point id on each read).",
     )
+    reconcile_scan_budget: int = Field(
+        20_000,
+        ge=10,
+        description="Memories, and points of each collection, a scheduled pass compares at most, going "
+        "on from where the last one stopped (engram reconcile compares all).",
+    )
     reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
     reconcile_min_primary_share: float = Field(
         0.5,

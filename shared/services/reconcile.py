@@ -12,6 +12,9 @@ One pass:
    and deletes nothing), and, unless forced, when the points to delete are not a mass deletion
    (over ``ENGRAM_RECONCILE_MAX_DELETE_SHARE`` of the collection).
 2 and 3 are one sweep of ranges of ids, each store read once per range (shared/services/drift.py).
+A pass asked for on demand sweeps every id; a scheduled one at most ``ENGRAM_RECONCILE_SCAN_BUDGET``
+Memories and points, from where the last one stopped (shared/services/sweep.py, which also says
+how such a slice judges a mass deletion).
 A dry run does the comparisons and repairs nothing. A pass stops at an outage (the next pass
 tries again) and says so in ``error``.
 """
@@ -29,7 +32,7 @@ from shared.models import VectorSyncCounts
 from shared.services.drift import Drift, DriftSweep
 from shared.services.guard import PrimaryGuard, Verdict
 from shared.services.redeliver import Redelivered
-from shared.services.sweep import SweepCursor
+from shared.services.sweep import SweepCursor, read_cursor
 from shared.services.sync import Syncer
 from shared.stores.base import GraphStore, VectorStores
 
@@ -65,9 +68,15 @@ class ReconcileReport(BaseModel):
         0, description="Stage messages lost after every resend; their documents were recorded failed."
     )
     redelivery_error: str | None = Field(None, description="Why no lost message could be looked for.")
+    scan_budget: int | None = Field(
+        None, description="Memories, and points of each collection, this pass compared at most; None: all."
+    )
     memories_compared: int = Field(0, description="Memories compared with their points by this pass.")
     points_compared: dict[str, int] = Field(
         default_factory=dict, description="Points compared with Neo4j by this pass, per collection."
+    )
+    sweep: SweepCursor | None = Field(
+        None, description="Where the scheduled sweep got after this pass (a pass on demand sweeps all)."
     )
 
 
@@ -85,7 +94,10 @@ class Reconciler:
         max_delete_share: float = 0.2,
         mass_delete_min: int = 100,
         backup_models: Callable[[], list[tuple[str, int]]] | None = None,
+        scan_budget: int | None = None,
     ) -> None:
+        """``scan_budget``: the Memories, and points of each collection, a scheduled pass compares
+        at most (None: all of them)."""
         self._graph = graph
         self._vectors = vectors
         self._syncer = syncer
@@ -94,6 +106,7 @@ class Reconciler:
         self._batch = batch_size
         self._guard = guard
         self._backup_models = backup_models
+        self._budget = scan_budget
         self._sweep = DriftSweep(
             graph, vectors, syncer, scan_page, batch_size, max_delete_share, mass_delete_min
         )
@@ -105,12 +118,14 @@ class Reconciler:
         force: bool = False,
         redeliver: Callable[[], Redelivered] | None = None,
     ) -> ReconcileReport:
-        """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
-        (``engram reconcile``) retries every failed row now. ``force`` lets a mass deletion of
-        orphan points through (never one on the word of a lost primary). ``redeliver`` first sends
-        again the stage messages the broker lost (not on a dry run)."""
+        """A scheduled pass retries failed rows whose backoff is over, and sweeps a slice of the
+        store from where the last one stopped; one asked for on demand (``engram reconcile``)
+        retries every failed row now, and sweeps the whole store. ``force`` lets a mass deletion
+        of orphan points through (never one on the word of a lost primary). ``redeliver`` first
+        sends again the stage messages the broker lost (not on a dry run)."""
         now = self._clock()
-        report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force)
+        budget = self._budget if scheduled else None
+        report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force, scan_budget=budget)
         if redeliver is not None and not dry_run:
             try:
                 redelivered = redeliver()
@@ -121,20 +136,27 @@ class Reconciler:
                 report.redelivery_error = str(exc)  # the stores' repairs go on without Redis
         pending_before = now - self._grace
         due_by = now if scheduled else now + timedelta(days=36500)
+        cursor = SweepCursor()
         try:
+            if budget is not None:
+                cursor = read_cursor(self._graph.sweep_cursor())
             report.backlog = self._graph.backlog_size(pending_before, due_by)
             if not dry_run:
                 self._drain_backlog(report, pending_before, due_by)
             verdicts = self._check_primary(report, dry_run) if report.error is None else {}
             if report.error is None:
-                self._drift(report, verdicts, dry_run, force)
+                cursor = self._drift(report, cursor, budget, verdicts, dry_run, force)
         except EngramError as exc:
             log.warning("reconcile pass stopped: %s", exc)
             report.error = str(exc)
         report.finished_at = self._clock()
+        if budget is not None:
+            report.sweep = cursor
         try:
             report.vector_sync = self._graph.sync_health(report.finished_at).counts
             if not dry_run:
+                if budget is not None:
+                    self._graph.save_sweep_cursor(cursor.model_dump_json(), report.finished_at)
                 self._graph.record_reconcile(report.model_dump_json(), report.finished_at)
                 if report.error is None:
                     points = sum(report.qdrant_points.values()) if report.qdrant_points else None
@@ -173,11 +195,17 @@ class Reconciler:
         return verdicts
 
     def _drift(
-        self, report: ReconcileReport, verdicts: dict[str, Verdict], dry_run: bool, force: bool
-    ) -> None:
-        lost = report.primary_lost is not None
-        swept = self._sweep.run(SweepCursor(), None, verdicts, lost, dry_run, force)
+        self,
+        report: ReconcileReport,
+        cursor: SweepCursor,
+        budget: int | None,
+        verdicts: dict[str, Verdict],
+        dry_run: bool,
+        force: bool,
+    ) -> SweepCursor:
+        swept = self._sweep.run(cursor, budget, verdicts, report.primary_lost is not None, dry_run, force)
         report.drift_found, report.drift_fixed = swept.found, swept.fixed
         report.memories_compared, report.points_compared = swept.memories_compared, swept.points_compared
         report.mass_delete_refused = swept.mass_delete_refused
         report.error = swept.error
+        return swept.cursor

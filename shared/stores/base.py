@@ -166,6 +166,12 @@ class GraphStore(Protocol):
 
     def last_reconcile(self) -> tuple[str, datetime] | None: ...
 
+    def sweep_cursor(self) -> str | None:
+        """Where the scheduled passes' drift sweep got (JSON of shared/services/sweep.py's cursor)."""
+        ...
+
+    def save_sweep_cursor(self, cursor: str, at: datetime) -> None: ...
+
 
 class VectorStore(Protocol):
     """One collection per embedding model; point id = Memory id; payload = the Memory's fields."""

@@ -522,6 +522,13 @@ class Neo4jStore:
         rows = self._read(q.LAST_RECONCILE)
         return (rows[0]["report"], rows[0]["finished_at"]) if rows else None
 
+    def sweep_cursor(self) -> str | None:
+        rows = self._read(q.SWEEP_CURSOR)
+        return str(rows[0]["cursor"]) if rows and rows[0]["cursor"] is not None else None
+
+    def save_sweep_cursor(self, cursor: str, at: datetime) -> None:
+        self._claim(q.SAVE_SWEEP_CURSOR, cursor=cursor, at=at)
+
     # The store's identity (shared/services/guard.py).
 
     def identity(self) -> StoreIdentity:

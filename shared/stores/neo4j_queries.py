@@ -290,6 +290,16 @@ MATCH (s:EngramSchema {id: 'reconcile'})
 RETURN s.report AS report, s.finished_at AS finished_at
 """
 
+SWEEP_CURSOR = """
+MATCH (s:EngramSchema {id: 'reconcile_sweep'})
+RETURN s.cursor AS cursor
+"""
+
+SAVE_SWEEP_CURSOR = """
+MERGE (s:EngramSchema {id: 'reconcile_sweep'})
+SET s.cursor = $cursor, s.updated_at = $at
+"""
+
 VECTOR_SYNC_COUNTS = """
 MATCH (m:Memory)
 RETURN m.vector_sync AS state, count(*) AS n

@@ -18,7 +18,13 @@ GRACE_S_DELTA = timedelta(seconds=GRACE_S)
 
 
 class Stores:
-    def __init__(self, batch_size: int = 10, scan_page: int = 100) -> None:
+    def __init__(
+        self,
+        batch_size: int = 10,
+        scan_page: int = 100,
+        scan_budget: int | None = None,
+        mass_delete_min: int = 100,
+    ) -> None:
         self.clock = Clock()
         self.graph = FakeGraph(self.clock)
         self.space = FakeVectorSpace()
@@ -32,6 +38,8 @@ class Stores:
             batch_size,
             scan_page,
             guard=PrimaryGuard(self.graph, 0.5),
+            mass_delete_min=mass_delete_min,
+            scan_budget=scan_budget,
         )
         self.graph.ensure_schema(MODEL, DIM)
 
