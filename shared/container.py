@@ -163,6 +163,7 @@ class Container:
             mass_delete_min=s.reconcile_mass_delete_min,
             backup_models=self.qdrant.models,
             scan_budget=s.reconcile_scan_budget,
+            scroll_page=s.reconcile_scroll_page,
         )
 
     @cached_property

@@ -212,6 +212,7 @@ def _reconciler(container: Container, timings: Timings) -> Reconciler:
         "mass_delete_min": s.reconcile_mass_delete_min,
         "backup_models": container.qdrant.models,
         "scan_budget": getattr(s, "reconcile_scan_budget", None),
+        "scroll_page": getattr(s, "reconcile_scroll_page", None),
     }
     accepted = inspect.signature(Reconciler).parameters
     options = {k: v for k, v in options.items() if k in accepted}

@@ -64,6 +64,42 @@ class Step:
     """The last id of the range; None: the range runs to the last id of both stores."""
 
 
+class _ReadAhead:
+    """One collection's points after the sweep's cursor, read ahead of the ranges in scrolls of
+    ``read`` and taken range by range: a scroll of embedded Qdrant's local mode sorts every point
+    id (qdrant_client's ``LocalCollection._scroll_by_id``), whatever its limit. Points read ahead
+    are older than a later range's page of Memories: the sweep reads again by id what it would
+    repair (``_compare``), and asks Neo4j about an orphan after its point was read."""
+
+    def __init__(self, store: VectorStore, after: str | None, read: int) -> None:
+        self._store = store
+        self._after = after
+        self._offset = after  # Qdrant's offset: the first id of the next scroll, inclusive
+        self._read = read
+        self._held: list[PointState] = []
+        self._first = 0
+        self._more = True
+
+    def next(self, limit: int) -> tuple[list[PointState], str | None]:
+        """The next ``limit`` points at most, and the id up to which they are all the store holds
+        (None: they are all there is)."""
+        while len(self._held) - self._first <= limit and self._more:
+            page, self._offset = self._store.scroll(self._offset, max(self._read, limit) + 1)
+            self._held = self._held[self._first :] + [
+                p for p in page if self._after is None or p.id > self._after
+            ]
+            self._first = 0
+            self._more = self._offset is not None
+        points = self._held[self._first : self._first + limit]
+        bounded = self._more or len(self._held) - self._first > limit
+        return points, points[-1].id if points and bounded else None
+
+    def drop_through(self, end: str | None) -> None:
+        """Forgets the points up to ``end`` (None: all of them), compared by the range."""
+        while self._first < len(self._held) and (end is None or self._held[self._first].id <= end):
+            self._first += 1
+
+
 class DriftSweep:
     def __init__(
         self,
@@ -74,11 +110,13 @@ class DriftSweep:
         batch: int,
         max_delete_share: float,
         mass_delete_min: int,
+        read_ahead: int | None = None,
     ) -> None:
         self._graph = graph
         self._vectors = vectors
         self._syncer = syncer
         self._page = page
+        self._read_ahead = read_ahead or page
         self._batch = batch
         self._max_delete_share = max_delete_share
         self._mass_delete_min = mass_delete_min
@@ -96,6 +134,8 @@ class DriftSweep:
         the last id). A pass that meets an outage leaves the cursor where it was."""
         outcome = SweepOutcome(cursor=cursor)
         stores = {s.collection: s for s in (self._vectors(m, d) for m, d in self._graph.models())}
+        read = self._read_ahead if budget is None else min(self._read_ahead, budget)
+        ahead = {name: _ReadAhead(store, cursor.after, read) for name, store in stores.items()}
         orphans: dict[str, dict[str, int]] = {name: {} for name in stores}
         outcome.points_compared = dict.fromkeys(stores, 0)
         after = cursor.after
@@ -104,7 +144,7 @@ class DriftSweep:
             if budget is not None and used >= budget:
                 break
             limit = self._page if budget is None else min(self._page, budget - used)
-            step = self._step(after, limit, stores)
+            step = self._step(after, limit, ahead)
             if not self._compare(step, stores, outcome, primary_lost, dry_run):
                 return SweepOutcome(
                     cursor=cursor, found=outcome.found, fixed=outcome.fixed, error=outcome.error
@@ -129,28 +169,26 @@ class DriftSweep:
         outcome.cursor = cursor.advanced(after, outcome.memories_compared, rounds)
         return outcome
 
-    def _step(self, after: str | None, limit: int, stores: dict[str, VectorStore]) -> Step:
-        """The Memories after ``after`` (Neo4j first), then each collection's points from there:
-        the range ends where the first of them stops short."""
-        # One more of each than the limit: whether there is more after it.
+    def _step(self, after: str | None, limit: int, ahead: dict[str, _ReadAhead]) -> Step:
+        """The Memories after ``after`` from Neo4j, and each collection's points after it: the range
+        ends where the first of them stops short."""
+        # One more than the limit: whether there is more after it.
         memories = self._graph.memory_states(after, limit + 1)
         end: str | None = None
         if len(memories) > limit:
             memories = memories[:limit]
             end = memories[-1].id
-        scrolled: dict[str, list[PointState]] = {}
-        for name, store in stores.items():
-            # The scroll's offset is inclusive: the point at ``after`` itself comes first.
-            points, more = store.scroll(after, limit + 1)
-            points = [p for p in points if after is None or p.id > after]
-            if points and (len(points) > limit or more is not None):
-                points = points[:limit]
-                end = points[-1].id if end is None else min(end, points[-1].id)
-            scrolled[name] = points
+        taken: dict[str, list[PointState]] = {}
+        for name, points in ahead.items():
+            taken[name], bound = points.next(limit)
+            if bound is not None:
+                end = bound if end is None else min(end, bound)
         if end is not None:
             memories = [m for m in memories if m.id <= end]
-            scrolled = {name: [p for p in points if p.id <= end] for name, points in scrolled.items()}
-        return Step(memories, scrolled, end)
+            taken = {name: [p for p in points if p.id <= end] for name, points in taken.items()}
+        for points in ahead.values():
+            points.drop_through(end)
+        return Step(memories, taken, end)
 
     def _compare(
         self,
@@ -167,21 +205,17 @@ class DriftSweep:
         for (model, dimension), states in _synced_by_model(step.memories).items():
             store = self._vectors(model, dimension)
             points = held.get(store.collection, {})
-            # Outside the range the scroll read (a collection no model names, an id ordered
-            # otherwise): looked up by id before they count as missing.
-            outside = [s.id for s in states if s.id not in points]
-            if outside:
-                points.update(store.states(outside))
-            for state in states:
-                point = points.get(state.id)
+            # A point that differs, or that the range's read did not hold (read ahead of this
+            # page, of a collection no model names, an id ordered otherwise), is read again by id,
+            # after the page, before it counts: the sync marks a Memory synced after its write.
+            suspects = [s for s in states if _differs(points.get(s.id), s)]
+            fresh = store.states([s.id for s in suspects]) if suspects else {}
+            for state in suspects:
+                point = fresh.get(state.id)
                 if point is None:
                     outcome.found.missing_in_qdrant += 1
                     repair.append(state.id)
-                elif (point.version, point.content_hash, point.embedding_model) != (
-                    state.version,
-                    state.content_hash,
-                    state.embedding_model,
-                ):
+                elif _differs(point, state):
                     outcome.found.stale_in_qdrant += 1
                     repair.append(state.id)
                     if (point.version or 0) > (state.version or 0):
@@ -241,6 +275,14 @@ class DriftSweep:
         for start in range(0, len(ids), self._page):
             store.delete({i: orphans[i] for i in ids[start : start + self._page]})
         outcome.fixed.orphan_points += len(orphans)
+
+
+def _differs(point: PointState | None, state: MemoryState) -> bool:
+    return point is None or (point.version, point.content_hash, point.embedding_model) != (
+        state.version,
+        state.content_hash,
+        state.embedding_model,
+    )
 
 
 def _synced_by_model(memories: list[MemoryState]) -> dict[tuple[str, int], list[MemoryState]]:

@@ -95,9 +95,11 @@ class Reconciler:
         mass_delete_min: int = 100,
         backup_models: Callable[[], list[tuple[str, int]]] | None = None,
         scan_budget: int | None = None,
+        scroll_page: int | None = None,
     ) -> None:
         """``scan_budget``: the Memories, and points of each collection, a scheduled pass compares
-        at most (None: all of them)."""
+        at most (None: all of them); ``scroll_page``: the points read ahead per scroll of Qdrant
+        (``scan_page`` if None)."""
         self._graph = graph
         self._vectors = vectors
         self._syncer = syncer
@@ -108,7 +110,7 @@ class Reconciler:
         self._backup_models = backup_models
         self._budget = scan_budget
         self._sweep = DriftSweep(
-            graph, vectors, syncer, scan_page, batch_size, max_delete_share, mass_delete_min
+            graph, vectors, syncer, scan_page, batch_size, max_delete_share, mass_delete_min, scroll_page
         )
 
     def run(
