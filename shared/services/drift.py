@@ -1,21 +1,23 @@
 """The drift sweep: Neo4j and Qdrant compared both ways, one range of ids at a time.
 
-A step reads a page of Memories from Neo4j in id order after the cursor, then each collection's
-points from the same id on (Qdrant's scroll is in id order too: both order ids as strings, and
-Engram's ids are lowercase uuids), and compares the two over the range both cover:
+A step reads a page of Memories from Neo4j in id order after the cursor
+(``ENGRAM_RECONCILE_SCAN_PAGE``), and takes each collection's points of the same ids from a scroll
+read ahead (``ENGRAM_RECONCILE_SCROLL_PAGE``: Qdrant's scroll is in id order too, both order ids as
+strings, and Engram's ids are lowercase uuids); the range is what both cover. Over it:
 
 * a ``synced`` Memory whose point is missing, or holds another version, content hash or model,
   is synced again (a point newer than Neo4j, after a restore, is deleted first: Neo4j is the
-  truth). Neo4j is read before Qdrant, as the sync marks ``synced`` only after its point is written;
-* a point with no Memory in the page is an orphan once Neo4j, asked again after the scroll, holds
-  no such Memory: a point written with its Memory meanwhile is never taken for one. Orphans are
-  deleted guarded by the version they held, and judged as a mass deletion first (sweep.py).
+  truth). Such a point is read again by id after the page before it counts: the sync marks a
+  Memory ``synced`` only after its point is written, so Qdrant must be read after Neo4j;
+* a point with no Memory in the page is an orphan once Neo4j, asked again after the point was
+  read, holds no such Memory: a point written with its Memory meanwhile is never taken for one.
+  Orphans are deleted guarded by the version they held, and judged as a mass deletion first
+  (sweep.py).
 
-So each Memory and each point is read once per sweep, by a range read of each store (pages of
-``ENGRAM_RECONCILE_SCAN_PAGE``): no lookup of the other store's copy by id, but for the few a
-range does not hold (checked one by one before they count as drift, so an id the two stores
-ordered otherwise is compared, not repaired). Embedded Qdrant's local mode sorts every id on each
-scroll, so the page is also what keeps its cost down.
+So each Memory and each point is read once per sweep, by range reads of each store, and only what
+would be repaired is read again by id (an id the two stores ordered otherwise too: compared, not
+repaired). Embedded Qdrant's local mode sorts every point id on each scroll, whatever its limit,
+so the points are read far ahead of the ranges.
 """
 
 from __future__ import annotations
