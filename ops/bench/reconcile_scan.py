@@ -10,16 +10,18 @@ in turn: documents of 20 chunks (random words; 384-dimension random unit vectors
 stage does, in the tenant ``scanbench``. Then, per size:
 
   full       a dry-run pass asked for on demand (``engram reconcile --dry-run``): the whole store,
-             and its time in each store call: Neo4j's pages of Memories (memory_states) and
-             Qdrant's states of them (Neo4j -> Qdrant); Qdrant's scroll and Neo4j's live_versions
-             of the points (Qdrant -> Neo4j); the guard's counts;
+             and its time in each store call: Neo4j's pages of Memories (memory_states), Qdrant's
+             scroll, the lookups by id (Qdrant's states, Neo4j's live_versions: every id before
+             the sweep read ranges of both, now only what a range would repair), the guard's counts;
   scheduled  a scheduled dry-run pass (the slice ``ENGRAM_RECONCILE_SCAN_BUDGET`` allows), if the
              code has a budget;
   repair     with --repair: up to 10,000 Memories marked failed with their retry due, and the pass
-             asked for on demand that re-syncs them timed (engram bench's reconcile phase).
+             asked for on demand that re-syncs them timed (engram bench's reconcile phase), with
+             the drain's reads and writes (sync_backlog, sync_rows, upsert, mark_synced).
 
-The code measured is whichever ``shared`` is imported: run with PYTHONPATH naming another checkout
-of it to measure that one on the same store. Refuses a store holding Memories of other tenants.
+The code measured is whichever ``shared`` is imported: to measure another commit's on the same
+store, ``git archive <commit> shared | tar -x -C /tmp/before`` and run with PYTHONPATH=/tmp/before.
+Refuses a store holding Memories of other tenants.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ DOCUMENTS_PER_WRITE = 50
 FAILED = 10_000
 WORDS = [f"w{n}" for n in range(5000)]
 GRAPH_CALLS = {"memory_states", "live_versions", "identity", "backlog_size", "sync_health", "sweep_cursor"}
-VECTOR_CALLS = {"states", "scroll", "count", "identity"}
+GRAPH_CALLS |= {"sync_backlog", "sync_rows", "mark_synced"}  # the backlog's drain
+VECTOR_CALLS = {"states", "scroll", "count", "identity", "upsert"}
 COUNT: LiteralString = "MATCH (m:Memory) RETURN m.user_id = $tenant AS ours, count(*) AS n"
 MARK_FAILED: LiteralString = """
 MATCH (m:Memory) WHERE m.user_id = $tenant AND m.vector_sync = 'synced'
