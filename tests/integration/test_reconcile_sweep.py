@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from shared.settings import Settings
 from tests.integration.support import ANY_VERSION, Workers, cypher, qdrant_reader, wait_until_finished
 from tests.integration.test_integrity import assert_parity, memories
-from tests.integration.test_pipeline import FACTS, post_documents
+from tests.integration.test_pipeline import FACTS, long_text, post_documents
 from workers.app import RECONCILE_TASK
 from workers.app import app as celery_app
 
@@ -28,10 +28,13 @@ def _scheduled_pass() -> dict[str, Any]:
 def test_scheduled_passes_sweep_the_store_in_slices_and_repair_drift_made_by_hand(
     api: TestClient, neo4j_driver: neo4j.Driver, workers: Workers, settings: Settings, tenant: str
 ) -> None:
-    # Given five synced memories, two of whose points are deleted from Qdrant by hand and one of
-    # which is deleted from Neo4j by hand (its point is now an orphan)
-    post_documents(api, [{"user_id": tenant, "id": key, "text": text} for key, text in FACTS.items()])
-    wait_until_finished(api, tenant, list(FACTS))
+    # Given synced memories (enough for a sweep of several passes in a store of this tenant alone),
+    # two of whose points are deleted from Qdrant by hand and one of which is deleted from Neo4j by
+    # hand (its point is now an orphan)
+    documents = [{"user_id": tenant, "id": key, "text": text} for key, text in FACTS.items()]
+    documents += [{"user_id": tenant, "id": f"long-{i}", "text": long_text(50 + 5 * i)} for i in range(8)]
+    post_documents(api, documents)
+    wait_until_finished(api, tenant, [str(d["id"]) for d in documents])
     ids = sorted(memories(neo4j_driver, tenant))
     with qdrant_reader(workers, settings) as store:
         # (Neo4j and the backup order ids alike, as the sweep's ranges need: lowercase uuids)
@@ -72,4 +75,4 @@ def test_scheduled_passes_sweep_the_store_in_slices_and_repair_drift_made_by_han
     assert found["missing_in_qdrant"] >= 2 and found["orphan_points"] >= 1
     assert json.loads(saved[0]["c"]) == reports[-1]["sweep"]
     stored = assert_parity(neo4j_driver, workers, settings, tenant)
-    assert set(stored) == {ids[0], ids[1], ids[3], ids[4]}
+    assert set(stored) == set(ids) - {ids[2]}
