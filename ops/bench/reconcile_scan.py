@@ -57,8 +57,8 @@ CHUNKS = 20
 DOCUMENTS_PER_WRITE = 50
 FAILED = 10_000
 WORDS = [f"w{n}" for n in range(5000)]
-GRAPH_CALLS = {"memory_states", "live_versions", "identity", "backlog_size", "sync_health", "sweep_cursor"}
-GRAPH_CALLS |= {"sync_backlog", "sync_rows", "mark_synced"}  # the backlog's drain
+GRAPH_CALLS = {"memory_states", "live_versions", "identity", "backlog_size", "sync_health", "models"}
+GRAPH_CALLS |= {"sweep_cursor", "sync_backlog", "sync_rows", "mark_synced"}  # and the backlog's drain
 VECTOR_CALLS = {"states", "scroll", "count", "identity", "upsert"}
 COUNT: LiteralString = "MATCH (m:Memory) RETURN m.user_id = $tenant AS ours, count(*) AS n"
 MARK_FAILED: LiteralString = """
@@ -187,27 +187,13 @@ def _write(container: Container, size: int, held: int) -> dict[str, float]:
 def _reconciler(container: Container, timings: Timings) -> Reconciler:
     """The container's reconciler over stores that time their calls (the code's own options)."""
     s: Settings = container.settings
-    graph = timings.wrap(
-        container.graph,
-        "neo4j",
-        {
-            "memory_states",
-            "live_versions",
-            "identity",
-            "backlog_size",
-            "sync_health",
-            "models",
-            "sweep_cursor",
-        },
-    )
+    graph = timings.wrap(container.graph, "neo4j", GRAPH_CALLS)
     stores: dict[tuple[str, int], Any] = {}
 
     def vectors(model: str, dimension: int) -> Any:
         if (model, dimension) not in stores:
             store = container.vectors(model, dimension)
-            stores[(model, dimension)] = timings.wrap(
-                store, "qdrant", {"states", "scroll", "count", "identity"}
-            )
+            stores[(model, dimension)] = timings.wrap(store, "qdrant", VECTOR_CALLS)
         return stores[(model, dimension)]
 
     options: dict[str, Any] = {
