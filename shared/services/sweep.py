@@ -6,7 +6,8 @@ of each collection, going on from the id where the pass before stopped, and save
 the next one starts again from the first. So the whole store is swept over successive passes, a
 pass costs about the same whatever the store's size, and drift is found within a round (passes x
 ``ENGRAM_RECONCILE_INTERVAL_S``). A pass asked for on demand (``engram reconcile``) sweeps
-everything in one round of its own and leaves the cursor alone; so does a dry run.
+everything in one round of its own and leaves the cursor alone; a dry run (scheduled, it sweeps
+its slice) leaves it alone too.
 
 The mass-delete refusal is judged against the whole collection, never against one pass's slice:
 otherwise a primary that lost a third of its Memories would have them deleted from the backup
