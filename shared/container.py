@@ -162,6 +162,8 @@ class Container:
             max_delete_share=s.reconcile_max_delete_share,
             mass_delete_min=s.reconcile_mass_delete_min,
             backup_models=self.qdrant.models,
+            scan_budget=s.reconcile_scan_budget,
+            scroll_page=s.reconcile_scroll_page,
         )
 
     @cached_property

@@ -318,7 +318,19 @@ class Settings(BaseSettings):
     reconcile_grace_s: int = Field(300, ge=0, description="Pending younger than this is left alone.")
     reconcile_batch_size: int = Field(256, ge=1, description="Memories re-synced per Qdrant call.")
     reconcile_scan_page: int = Field(
-        1000, ge=10, description="Memories and points compared per page of the drift scan."
+        1000, ge=10, description="Memories and points compared per range of the drift scan."
+    )
+    reconcile_scroll_page: int = Field(
+        50_000,
+        ge=10,
+        description="Points read ahead per Qdrant scroll of the drift scan (embedded local mode sorts "
+        "every point id on each scroll, whatever its size).",
+    )
+    reconcile_scan_budget: int = Field(
+        20_000,
+        ge=10,
+        description="Memories, and points of each collection, a scheduled pass compares at most, going "
+        "on from where the last one stopped (engram reconcile compares all).",
     )
     reconcile_interval_s: int = Field(300, ge=10, description="How often beat runs the reconciler.")
     reconcile_min_primary_share: float = Field(
@@ -332,10 +344,13 @@ class Settings(BaseSettings):
         0.2,
         ge=0.0,
         le=1.0,
-        description="Deleting more than this share of a collection's points in one pass needs --force.",
+        description="Deleting more than this share of a collection's points at once (in a pass, or in a "
+        "round of the scheduled sweep, judged on the whole collection) needs --force.",
     )
     reconcile_mass_delete_min: int = Field(
-        100, ge=0, description="Deletions of at most this many points in a pass are never a mass one."
+        100,
+        ge=0,
+        description="Deletions of at most this many points in a pass or round are never a mass one.",
     )
     restore_batch_documents: int = Field(
         64, ge=1, le=4096, description="Documents rebuilt per write of engram restore."

@@ -3,14 +3,18 @@
 One pass:
 1. the backlog — ``pending`` Memories past the grace period, ``failed`` ones whose retry is due,
    tombstones whose point may remain — synced in batches, oldest due first; a row that fails
-   again is pushed back by its backoff, so it cannot hold the head of the queue;
-2. Neo4j against Qdrant, page by page in id order: a ``synced`` Memory whose point is missing,
-   or whose point holds another version, content hash or model, is synced again;
-3. Qdrant against Neo4j, collection by collection (every model the store has held): a point
-   with no Memory is deleted, guarded by the version it holds — but only when the primary is the
-   one the collection was synced with (shared/services/guard.py; else the pass reports
-   ``primary_lost`` and deletes nothing), and, unless forced, when the points to delete are not a
-   mass deletion (over ``ENGRAM_RECONCILE_MAX_DELETE_SHARE`` of the collection).
+   again is pushed back by its backoff, so it cannot hold the head of the queue. Always whole;
+2. Neo4j against Qdrant: a ``synced`` Memory whose point is missing, or whose point holds another
+   version, content hash or model, is synced again;
+3. Qdrant against Neo4j, in the collection of every model the store has held: a point with no
+   Memory is deleted, guarded by the version it holds — but only when the primary is the one the
+   collection was synced with (shared/services/guard.py; else the pass reports ``primary_lost``
+   and deletes nothing), and, unless forced, when the points to delete are not a mass deletion
+   (over ``ENGRAM_RECONCILE_MAX_DELETE_SHARE`` of the collection).
+2 and 3 are one sweep of ranges of ids, each store read once per range (shared/services/drift.py).
+A pass asked for on demand sweeps every id; a scheduled one at most ``ENGRAM_RECONCILE_SCAN_BUDGET``
+Memories and points, from where the last one stopped (shared/services/sweep.py, which also says
+how such a slice judges a mass deletion).
 A dry run does the comparisons and repairs nothing. A pass stops at an outage (the next pass
 tries again) and says so in ``error``.
 """
@@ -18,7 +22,6 @@ tries again) and says so in ``error``.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -26,18 +29,14 @@ from pydantic import BaseModel, Field
 
 from shared.errors import EngramError
 from shared.models import VectorSyncCounts
+from shared.services.drift import Drift, DriftSweep
 from shared.services.guard import PrimaryGuard, Verdict
 from shared.services.redeliver import Redelivered
+from shared.services.sweep import SweepCursor, read_cursor
 from shared.services.sync import Syncer
-from shared.stores.base import GraphStore, MemoryState, VectorStores
+from shared.stores.base import GraphStore, VectorStores
 
 log = logging.getLogger(__name__)
-
-
-class Drift(BaseModel):
-    missing_in_qdrant: int = 0
-    stale_in_qdrant: int = 0
-    orphan_points: int = 0
 
 
 class ReconcileReport(BaseModel):
@@ -69,6 +68,16 @@ class ReconcileReport(BaseModel):
         0, description="Stage messages lost after every resend; their documents were recorded failed."
     )
     redelivery_error: str | None = Field(None, description="Why no lost message could be looked for.")
+    scan_budget: int | None = Field(
+        None, description="Memories, and points of each collection, this pass compared at most; None: all."
+    )
+    memories_compared: int = Field(0, description="Memories compared with their points by this pass.")
+    points_compared: dict[str, int] = Field(
+        default_factory=dict, description="Points compared with Neo4j by this pass, per collection."
+    )
+    sweep: SweepCursor | None = Field(
+        None, description="Where the scheduled sweep got after this pass (a pass on demand sweeps all)."
+    )
 
 
 class Reconciler:
@@ -85,18 +94,24 @@ class Reconciler:
         max_delete_share: float = 0.2,
         mass_delete_min: int = 100,
         backup_models: Callable[[], list[tuple[str, int]]] | None = None,
+        scan_budget: int | None = None,
+        scroll_page: int | None = None,
     ) -> None:
+        """``scan_budget``: the Memories, and points of each collection, a scheduled pass compares
+        at most (None: all of them); ``scroll_page``: the points read ahead per scroll of Qdrant
+        (``scan_page`` if None)."""
         self._graph = graph
         self._vectors = vectors
         self._syncer = syncer
         self._clock = clock
         self._grace = timedelta(seconds=grace_s)
         self._batch = batch_size
-        self._page = scan_page
         self._guard = guard
-        self._max_delete_share = max_delete_share
-        self._mass_delete_min = mass_delete_min
         self._backup_models = backup_models
+        self._budget = scan_budget
+        self._sweep = DriftSweep(
+            graph, vectors, syncer, scan_page, batch_size, max_delete_share, mass_delete_min, scroll_page
+        )
 
     def run(
         self,
@@ -105,12 +120,14 @@ class Reconciler:
         force: bool = False,
         redeliver: Callable[[], Redelivered] | None = None,
     ) -> ReconcileReport:
-        """A scheduled pass retries failed rows whose backoff is over; one asked for on demand
-        (``engram reconcile``) retries every failed row now. ``force`` lets a mass deletion of
-        orphan points through (never one on the word of a lost primary). ``redeliver`` first sends
-        again the stage messages the broker lost (not on a dry run)."""
+        """A scheduled pass retries failed rows whose backoff is over, and sweeps a slice of the
+        store from where the last one stopped; one asked for on demand (``engram reconcile``)
+        retries every failed row now, and sweeps the whole store. ``force`` lets a mass deletion
+        of orphan points through (never one on the word of a lost primary). ``redeliver`` first
+        sends again the stage messages the broker lost (not on a dry run)."""
         now = self._clock()
-        report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force)
+        budget = self._budget if scheduled else None
+        report = ReconcileReport(dry_run=dry_run, started_at=now, forced=force, scan_budget=budget)
         if redeliver is not None and not dry_run:
             try:
                 redelivered = redeliver()
@@ -121,22 +138,27 @@ class Reconciler:
                 report.redelivery_error = str(exc)  # the stores' repairs go on without Redis
         pending_before = now - self._grace
         due_by = now if scheduled else now + timedelta(days=36500)
+        cursor = SweepCursor()
         try:
+            if budget is not None:
+                cursor = read_cursor(self._graph.sweep_cursor())
             report.backlog = self._graph.backlog_size(pending_before, due_by)
             if not dry_run:
                 self._drain_backlog(report, pending_before, due_by)
             verdicts = self._check_primary(report, dry_run) if report.error is None else {}
             if report.error is None:
-                self._memories_against_points(report, pending_before, dry_run)
-            if report.error is None:
-                self._points_against_memories(report, verdicts, dry_run, force)
+                cursor = self._drift(report, cursor, budget, verdicts, dry_run, force)
         except EngramError as exc:
             log.warning("reconcile pass stopped: %s", exc)
             report.error = str(exc)
         report.finished_at = self._clock()
+        if budget is not None:
+            report.sweep = cursor
         try:
             report.vector_sync = self._graph.sync_health(report.finished_at).counts
             if not dry_run:
+                if budget is not None:
+                    self._graph.save_sweep_cursor(cursor.model_dump_json(), report.finished_at)
                 self._graph.record_reconcile(report.model_dump_json(), report.finished_at)
                 if report.error is None:
                     points = sum(report.qdrant_points.values()) if report.qdrant_points else None
@@ -158,54 +180,6 @@ class Reconciler:
                 report.error = outcome.error
                 return
 
-    def _memories_against_points(
-        self, report: ReconcileReport, pending_before: datetime, dry_run: bool
-    ) -> None:
-        after: str | None = None
-        while True:
-            page = self._graph.memory_states(after, self._page)
-            if not page:
-                return
-            after = page[-1].id
-            by_model: dict[tuple[str, int], list[MemoryState]] = defaultdict(list)
-            for state in page:
-                if state.vector_sync == "synced" and state.embedding_model and state.embedding_dim:
-                    by_model[(state.embedding_model, state.embedding_dim)].append(state)
-            repair: list[str] = []
-            newer: dict[tuple[str, int], dict[str, int]] = defaultdict(dict)
-            for (model, dimension), states in by_model.items():
-                points = self._vectors(model, dimension).states([s.id for s in states])
-                for state in states:
-                    point = points.get(state.id)
-                    if point is None:
-                        report.drift_found.missing_in_qdrant += 1
-                        repair.append(state.id)
-                    elif (point.version, point.content_hash, point.embedding_model) != (
-                        state.version,
-                        state.content_hash,
-                        state.embedding_model,
-                    ):
-                        report.drift_found.stale_in_qdrant += 1
-                        repair.append(state.id)
-                        if (point.version or 0) > (state.version or 0):
-                            # Newer than Neo4j (a restored backup): the guarded upsert would keep
-                            # it, so it goes first. Neo4j is the truth.
-                            newer[(model, dimension)][state.id] = point.version or 0
-            if not dry_run and report.primary_lost is None:
-                for (model, dimension), versions in newer.items():
-                    self._vectors(model, dimension).delete(versions)
-            if repair and not dry_run:
-                outcome = self._syncer.sync(repair)
-                fixed = outcome.synced
-                missing = min(
-                    fixed, report.drift_found.missing_in_qdrant - report.drift_fixed.missing_in_qdrant
-                )
-                report.drift_fixed.missing_in_qdrant += missing
-                report.drift_fixed.stale_in_qdrant += fixed - missing
-                if outcome.error and not outcome.permanent:
-                    report.error = outcome.error
-                    return
-
     def _check_primary(self, report: ReconcileReport, dry_run: bool) -> dict[str, Verdict]:
         """The guard's verdict on each collection, before anything is repaired."""
         verdicts: dict[str, Verdict] = {}
@@ -222,32 +196,18 @@ class Reconciler:
                 report.primary_lost = verdict.lost
         return verdicts
 
-    def _points_against_memories(
-        self, report: ReconcileReport, verdicts: dict[str, Verdict], dry_run: bool, force: bool
-    ) -> None:
-        for model, dimension in self._graph.models():
-            store = self._vectors(model, dimension)
-            verdict = verdicts.get(store.collection) or self._guard.check(store, stamp=False)
-            orphans: dict[str, int] = {}
-            after: str | None = None
-            while True:
-                points, after = store.scroll(after, self._page)
-                live = self._graph.live_versions([p.id for p in points])
-                orphans.update({p.id: p.version or 0 for p in points if p.id not in live})
-                if after is None:
-                    break
-            report.drift_found.orphan_points += len(orphans)
-            if not orphans or dry_run or report.primary_lost is not None:
-                continue
-            limit = max(self._mass_delete_min, int(self._max_delete_share * verdict.points))
-            if len(orphans) > limit and not force:
-                report.mass_delete_refused = (
-                    f"{len(orphans)} of {verdict.points} points of {store.collection} have no Memory: "
-                    f"more than {limit} at once is a mass deletion; `engram reconcile --force` deletes them"
-                )
-                log.error("reconcile: %s", report.mass_delete_refused)
-                continue
-            ids = list(orphans)
-            for start in range(0, len(ids), self._page):
-                store.delete({i: orphans[i] for i in ids[start : start + self._page]})
-            report.drift_fixed.orphan_points += len(orphans)
+    def _drift(
+        self,
+        report: ReconcileReport,
+        cursor: SweepCursor,
+        budget: int | None,
+        verdicts: dict[str, Verdict],
+        dry_run: bool,
+        force: bool,
+    ) -> SweepCursor:
+        swept = self._sweep.run(cursor, budget, verdicts, report.primary_lost is not None, dry_run, force)
+        report.drift_found, report.drift_fixed = swept.found, swept.fixed
+        report.memories_compared, report.points_compared = swept.memories_compared, swept.points_compared
+        report.mass_delete_refused = swept.mass_delete_refused
+        report.error = swept.error
+        return swept.cursor

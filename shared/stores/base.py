@@ -75,7 +75,6 @@ class MemoryState:
     embedding_model: str | None
     embedding_dim: int | None
     vector_sync: str | None
-    updated_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,8 @@ class GraphStore(Protocol):
     def backlog_size(self, pending_before: datetime, now: datetime) -> int: ...
 
     def memory_states(self, after_id: str | None, limit: int) -> list[MemoryState]:
-        """A page of Memories in id order, for the drift scan."""
+        """A page of Memories in id order after ``after_id`` (from the first if None), for the
+        drift scan."""
         ...
 
     def live_versions(self, ids: Sequence[str]) -> dict[str, int]:
@@ -165,6 +165,12 @@ class GraphStore(Protocol):
     def record_reconcile(self, report: str, at: datetime) -> None: ...
 
     def last_reconcile(self) -> tuple[str, datetime] | None: ...
+
+    def sweep_cursor(self) -> str | None:
+        """Where the scheduled passes' drift sweep got (JSON of shared/services/sweep.py's cursor)."""
+        ...
+
+    def save_sweep_cursor(self, cursor: str, at: datetime) -> None: ...
 
 
 class VectorStore(Protocol):

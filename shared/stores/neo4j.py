@@ -491,10 +491,14 @@ class Neo4jStore:
         return int(self._read(q.BACKLOG_SIZE, pending_before=pending_before, now=now)[0]["n"] or 0)
 
     def memory_states(self, after_id: str | None, limit: int) -> list[MemoryState]:
-        return [MemoryState(**row) for row in self._read(q.MEMORY_STATES, after=after_id, limit=limit)]
+        rows = self._read(q.MEMORY_STATES, after=after_id or "", limit=limit)[0]["rows"]
+        return [MemoryState(*row) for row in rows]
 
     def live_versions(self, ids: Sequence[str]) -> dict[str, int]:
-        return {row["id"]: int(row["version"]) for row in self._read(q.LIVE_VERSIONS, ids=list(ids))}
+        if not ids:
+            return {}
+        rows = self._read(q.LIVE_VERSIONS, ids=list(ids))[0]["rows"]
+        return {memory_id: int(version) for memory_id, version in rows}
 
     def tombstoned(self, ids: Sequence[str]) -> set[str]:
         return {row["id"] for row in self._read(q.TOMBSTONED, ids=list(ids))}
@@ -517,6 +521,13 @@ class Neo4jStore:
     def last_reconcile(self) -> tuple[str, datetime] | None:
         rows = self._read(q.LAST_RECONCILE)
         return (rows[0]["report"], rows[0]["finished_at"]) if rows else None
+
+    def sweep_cursor(self) -> str | None:
+        rows = self._read(q.SWEEP_CURSOR)
+        return str(rows[0]["cursor"]) if rows and rows[0]["cursor"] is not None else None
+
+    def save_sweep_cursor(self, cursor: str, at: datetime) -> None:
+        self._claim(q.SAVE_SWEEP_CURSOR, cursor=cursor, at=at)
 
     # The store's identity (shared/services/guard.py).
 

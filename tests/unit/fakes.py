@@ -113,6 +113,7 @@ class FakeGraph:
         """Document keys whose write Neo4j refuses (GraphStoreRejected fails the whole transaction)."""
         self.write_calls: list[list[str]] = []
         self.reconcile: tuple[str, datetime] | None = None
+        self.sweep: str | None = None
         self.store_id: str | None = "store-a"
         self.primary_lost: str | None = None
         self.qdrant_points: int | None = None
@@ -327,7 +328,6 @@ class FakeGraph:
                 embedding_model=self.memories[i].memory.embedding_model,
                 embedding_dim=self.memories[i].memory.embedding_dim,
                 vector_sync=self.memories[i].vector_sync,
-                updated_at=self.memories[i].updated_at,
             )
             for i in ids
         ]
@@ -361,6 +361,12 @@ class FakeGraph:
 
     def last_reconcile(self) -> tuple[str, datetime] | None:
         return self.reconcile
+
+    def sweep_cursor(self) -> str | None:
+        return self.sweep
+
+    def save_sweep_cursor(self, cursor: str, at: datetime) -> None:
+        self.sweep = cursor
 
     # The store's identity and a restore's checkpoint (neo4j_identity_queries).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from shared.errors import ServiceUnavailable
@@ -17,7 +18,14 @@ GRACE_S_DELTA = timedelta(seconds=GRACE_S)
 
 
 class Stores:
-    def __init__(self, batch_size: int = 10, scan_page: int = 100) -> None:
+    def __init__(
+        self,
+        batch_size: int = 10,
+        scan_page: int = 100,
+        scan_budget: int | None = None,
+        mass_delete_min: int = 100,
+        scroll_page: int | None = None,
+    ) -> None:
         self.clock = Clock()
         self.graph = FakeGraph(self.clock)
         self.space = FakeVectorSpace()
@@ -31,6 +39,9 @@ class Stores:
             batch_size,
             scan_page,
             guard=PrimaryGuard(self.graph, 0.5),
+            mass_delete_min=mass_delete_min,
+            scan_budget=scan_budget,
+            scroll_page=scroll_page,
         )
         self.graph.ensure_schema(MODEL, DIM)
 
@@ -331,3 +342,91 @@ def test_a_dry_run_sends_nothing_again() -> None:
     report = stores.reconciler.run(dry_run=True, redeliver=must_not_run)
 
     assert report.redelivered == 0
+
+
+def test_each_store_is_read_by_range_and_only_what_a_range_missed_is_looked_up_by_id() -> None:
+    # Given a synced Memory whose point a range read leaves out (as if the backup ordered its id
+    # elsewhere), and no drift
+    stores = Stores(scan_page=4)
+    ids = sorted(stores.write(staged("d", 1, [f"chunk {i}" for i in range(10)])))
+    store = stores.vectors
+    original_scroll, original_states = store.scroll, store.states
+    looked_up: list[list[str]] = []
+
+    def scroll_without_one(after: str | None, limit: int) -> tuple[list[PointState], str | None]:
+        page, more = original_scroll(after, limit)
+        return [p for p in page if p.id != ids[5]], more
+
+    def states(wanted: Sequence[str]) -> dict[str, PointState]:
+        looked_up.append(list(wanted))
+        return original_states(wanted)
+
+    store.scroll = scroll_without_one  # type: ignore[method-assign]
+    store.states = states  # type: ignore[method-assign]
+
+    # When a pass runs
+    report = stores.reconciler.run(scheduled=False)
+
+    # Then the one point is looked up by id and found in step, and nothing else was looked up
+    assert looked_up == [[ids[5]]]
+    assert report.drift_found.model_dump() == {
+        "missing_in_qdrant": 0,
+        "stale_in_qdrant": 0,
+        "orphan_points": 0,
+    }
+    assert (report.memories_compared, report.points_compared) == (10, {store.collection: 9})
+
+
+def test_a_pass_scrolls_each_collection_in_reads_of_the_scroll_page_not_once_a_range() -> None:
+    # Given 30 synced Memories, compared 4 at a time, points read ahead 12 at a time
+    stores = Stores(scan_page=4, scroll_page=12)
+    ids = stores.write(staged("d", 1, [f"chunk {i}" for i in range(30)]))
+    store = stores.vectors
+    original_scroll = store.scroll
+    limits: list[int] = []
+
+    def counted(after: str | None, limit: int) -> tuple[list[PointState], str | None]:
+        limits.append(limit)
+        return original_scroll(after, limit)
+
+    store.scroll = counted  # type: ignore[method-assign]
+
+    report = stores.reconciler.run(scheduled=False)
+
+    # Then every point was compared, in three scrolls of 13 (one more: whether there is more)
+    assert (report.memories_compared, report.points_compared) == (30, {store.collection: 30})
+    assert limits == [13, 13, 13]
+    assert report.drift_found.model_dump() == {
+        "missing_in_qdrant": 0,
+        "stale_in_qdrant": 0,
+        "orphan_points": 0,
+    }
+    assert sorted(store.points) == sorted(ids)
+
+
+def test_a_point_put_right_after_it_was_read_ahead_is_not_counted_as_drift() -> None:
+    # Given a point stale when the sweep reads it ahead, put right by a sync before its range's
+    # Memories are read
+    stores = Stores(scan_page=4, scroll_page=50)
+    ids = sorted(stores.write(staged("d", 1, [f"chunk {i}" for i in range(20)])))
+    store = stores.vectors
+    right = store.points[ids[15]]
+    store.put_raw(ids[15], 1, content_hash="stale", embedding_model=MODEL)
+    original_scroll = store.scroll
+
+    def scroll_then_sync(after: str | None, limit: int) -> tuple[list[PointState], str | None]:
+        page = original_scroll(after, limit)
+        store.points[ids[15]] = right
+        return page
+
+    store.scroll = scroll_then_sync  # type: ignore[method-assign]
+
+    # When a pass runs
+    report = stores.reconciler.run(scheduled=False)
+
+    # Then it read the point again before counting it, and found the stores in step
+    assert report.drift_found.model_dump() == {
+        "missing_in_qdrant": 0,
+        "stale_in_qdrant": 0,
+        "orphan_points": 0,
+    }
