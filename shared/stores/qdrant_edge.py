@@ -266,7 +266,7 @@ class EdgeConnection:
         free, wanted = stat.f_bavail * stat.f_frsize, max(_ROOM_FLOOR, points * _ROOM_PER_POINT)
         if free < wanted:
             raise ServiceUnavailable(
-                "qdrant", f"write: no space left on device ({free} bytes free, {wanted} wanted)", HINT
+                "qdrant", f"write: No space left on device ({free} bytes free, {wanted} wanted)", HINT
             )
 
     def read_metadata(self, name: str) -> dict[str, Any]:

@@ -85,4 +85,6 @@ def test_a_write_to_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
 
     # Then the process lives, and the write is refused as the service unavailable (retried)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
-    assert done.stdout.startswith("refused: qdrant is unavailable: write: no space left"), done.stdout
+    assert done.stdout.startswith("refused: qdrant is unavailable: write: No space left on device"), (
+        done.stdout
+    )
