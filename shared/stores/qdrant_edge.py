@@ -167,6 +167,7 @@ class EdgeConnection:
         with self._lock:
             self._ready()
             if name not in self._shards:
+                self.check_room(name, 0)  # loading maps and writes the shard's files too
                 with _translated_errors("open shard"):
                     self._shards[name] = self._open(self.root / name, dimension)
             yield self._shards[name]

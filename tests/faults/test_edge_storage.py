@@ -33,7 +33,7 @@ def point(n):
 store.upsert([point(1)])
 if sys.argv[2] == "immutable":
     subprocess.run(["chattr", "-R", "+i", str(root / "edge" / store.collection)], check=True)
-else:  # the disk full, to the last byte
+else:  # "full", "full-reopen": the disk full, to the last byte
     for name, block in (("filler", bytes(65536)), ("filler-tail", bytes(1))):
         try:
             with (root / name).open("wb", buffering=0) as out:
@@ -41,7 +41,12 @@ else:  # the disk full, to the last byte
                     pass
         except OSError:
             pass
+if sys.argv[2] == "full-reopen":  # the owner restarted on the full disk, then asked to search
+    store.close()
+    store = EdgeConnection(settings).store("m", 4)
 try:
+    if sys.argv[2] == "full-reopen":
+        print("counted", store.count())
     for first in range(2, 5000, 256):
         store.upsert([point(n) for n in range(first, first + 256)])
     print("written")
@@ -84,6 +89,29 @@ def test_a_write_to_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
         subprocess.run(["umount", str(folder)], check=True)
 
     # Then the process lives, and the write is refused as the service unavailable (retried)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.startswith("refused: qdrant is unavailable: write: No space left on device"), (
+        done.stdout
+    )
+
+
+def test_a_shard_loaded_on_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
+    # Given an Edge shard on a 48 MB tmpfs filled to the last byte, closed (its owner restarted)
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(folder)], check=True)
+    try:
+        # When the shard is loaded again (a count, as a search or the reconciler's scan loads it)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(folder), "full-reopen"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+    # Then the process lives, and the load is refused as the service unavailable (retried)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("refused: qdrant is unavailable: write: No space left on device"), (
         done.stdout
