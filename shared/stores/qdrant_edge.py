@@ -32,6 +32,7 @@ version not newer or none).
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections import defaultdict
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
 
 METADATA_FILE = "engram.json"
 _SHARD_CONFIG = "edge_config.json"
+# Room a write asks for on the shard's filesystem: its WAL entry (vectors, payloads) a few times
+# over, and never less than the floor (a WAL page, a segment's growth).
+_ROOM_FLOOR = 4 * 1024 * 1024
+_ROOM_PER_POINT = 4 * 8 * 1024
 
 
 @contextmanager
@@ -162,6 +167,7 @@ class EdgeConnection:
         with self._lock:
             self._ready()
             if name not in self._shards:
+                self.check_room(name, 0)  # loading maps and writes the shard's files too
                 with _translated_errors("open shard"):
                     self._shards[name] = self._open(self.root / name, dimension)
             yield self._shards[name]
@@ -242,6 +248,28 @@ class EdgeConnection:
                 shard.flush()
         return self.root
 
+    def check_room(self, name: str, points: int) -> None:
+        """Refuses a write (``ServiceUnavailable``, retried) that Edge could not make safely.
+
+        Edge's WAL and payload storage are memory-mapped files: a write that needs a page the
+        filesystem cannot give (the disk full, a file that may not be written) is not an error
+        it returns, the process dies of SIGBUS (tests/faults/test_edge_storage.py), and with it
+        the owner of the folder. So the shard's folder must take writes and its filesystem hold
+        room for this one, or the write is not tried. A filesystem filled between this check and
+        the write can still kill the process: the check narrows that window, Edge alone can close it."""
+        folder = self.root / name
+        if not folder.is_dir():
+            return  # made by this write's shard
+        for place in (folder, folder / "wal"):
+            if place.exists() and not os.access(place, os.W_OK):
+                raise ServiceUnavailable("qdrant", f"write: {place} takes no writes", HINT)
+        stat = os.statvfs(folder)
+        free, wanted = stat.f_bavail * stat.f_frsize, max(_ROOM_FLOOR, points * _ROOM_PER_POINT)
+        if free < wanted:
+            raise ServiceUnavailable(
+                "qdrant", f"write: No space left on device ({free} bytes free, {wanted} wanted)", HINT
+            )
+
     def read_metadata(self, name: str) -> dict[str, Any]:
         return read_json(self.root / name / METADATA_FILE)
 
@@ -281,6 +309,7 @@ class EdgeStore:
             by_version[p.version].append(qe.Point(p.id, vector, payload))
         for version, structs in by_version.items():
             operation = qe.UpdateOperation.upsert_points(structs, condition=_version_at_most(version))
+            self._connection.check_room(self.collection, len(structs))
             with self._shard("upsert") as shard:
                 shard.update(operation)
 
@@ -291,6 +320,7 @@ class EdgeStore:
         for version, ids in by_version.items():
             guard = _version_at_most(version)
             selector = qe.Filter(must=[qe.HasIdCondition(set(ids)), guard])
+            self._connection.check_room(self.collection, len(ids))
             with self._shard("delete") as shard:
                 shard.update(qe.UpdateOperation.delete_points_by_filter(selector))
 

@@ -1,7 +1,8 @@
 """Do Neo4j and the embedded Qdrant hold exactly the Memories a tenant should have?
 
 Reading Qdrant means opening its embedded folder, which only one process may do: the check pauses
-the write worker (its owner) for the read, as tests/integration/support.py's qdrant_reader does.
+the write worker (its owner) for the read, as tests/integration/support.py's qdrant_reader does,
+and reads it through the adapter of the configured engine (local mode or Edge).
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import neo4j
-from qdrant_client import QdrantClient
-from qdrant_client import models as qm
 
 from shared.ids import document_key
+from shared.stores.base import VectorStore
 from tests.faults.corpus import ExpectedMemory
 from tests.faults.stack import FaultStack
 
@@ -116,22 +116,16 @@ def read_neo4j(driver: neo4j.Driver, user_id: str) -> tuple[dict[str, Stored], s
     return memories, {r["id"] for r in records}
 
 
-def read_qdrant(client: QdrantClient, collection: str, user_id: str) -> dict[str, Stored]:
-    """A tenant's points, paged through with a scroll."""
-    if not client.collection_exists(collection):
-        return {}
-    tenant = qm.Filter(must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))])
+def read_qdrant(store: VectorStore | None, user_id: str) -> dict[str, Stored]:
+    """A tenant's points, paged through with a scroll (none when there is no collection)."""
     points: dict[str, Stored] = {}
-    offset: Any = None
+    if store is None:
+        return points
+    offset: str | None = None
     while True:
-        page, offset = client.scroll(
-            collection, scroll_filter=tenant, limit=1000, offset=offset, with_payload=True, with_vectors=False
-        )
-        for point in page:
-            payload = point.payload or {}
-            points[str(point.id)] = Stored(
-                str(point.id), payload.get("content_hash"), _int(payload.get("version"))
-            )
+        page, offset = store.scroll_payloads(offset, 1000, ["content_hash", "version"], user_id)
+        for point_id, payload in page:
+            points[point_id] = Stored(point_id, payload.get("content_hash"), _int(payload.get("version")))
         if offset is None:
             return points
 
@@ -143,11 +137,8 @@ def check(
     memories, documents = read_neo4j(stack.neo4j, user_id)
     stack.stop_worker("write", warm=True)
     try:
-        client = stack.open_qdrant()
-        try:
-            points = read_qdrant(client, stack.collection, user_id)
-        finally:
-            client.close()
+        with stack.backup() as store:
+            points = read_qdrant(store, user_id)
     finally:
         stack.start_worker("write")
     expected_documents = {document_key(user_id, d) for d in document_ids}

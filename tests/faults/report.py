@@ -28,7 +28,8 @@ def header(settings: Settings, options: Options) -> str:
         f"docs={options.docs} quick={options.quick} repair_timeout_s={options.repair_timeout_s:g} "
         f"neo4j_outage_s={options.neo4j_outage_s:g}"
     )
-    return f"# engram fault suite\n# settings: {code}\n# run: {run}"
+    backup = "qdrant server" if settings.qdrant_url else f"embedded qdrant, engine {settings.qdrant_engine}"
+    return f"# engram fault suite\n# settings: {code}\n# backup: {backup}\n# run: {run}"
 
 
 def row(result: ScenarioResult) -> tuple[str, ...]:

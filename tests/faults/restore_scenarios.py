@@ -18,8 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from qdrant_client import models as qm
-
+from tests.faults.parity import read_qdrant
 from tests.faults.trial import Context, ScenarioResult, Trial
 
 Scenario = Callable[[Context], ScenarioResult]
@@ -29,18 +28,14 @@ def _points(context: Context, user_id: str | None = None) -> int:
     """Points in the collection (of one tenant if named), read with the write worker paused."""
     stack = context.stack
     stack.stop_worker("write", warm=True)
-    client = stack.open_qdrant()
     try:
-        if not client.collection_exists(stack.collection):
-            return 0
-        tenant = (
-            None
-            if user_id is None
-            else qm.Filter(must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))])
-        )
-        return int(client.count(stack.collection, count_filter=tenant, exact=True).count)
+        with stack.backup() as store:
+            if store is None:
+                return 0
+            if user_id is None:
+                return store.count()
+            return len(read_qdrant(store, user_id))
     finally:
-        client.close()
         stack.start_worker("write")
 
 
@@ -105,14 +100,15 @@ def primary_wiped(context: Context) -> ScenarioResult:
 
 
 def backup_lost(context: Context) -> ScenarioResult:
-    """Qdrant's embedded folder is lost; engram restore --to qdrant rebuilds it from Neo4j."""
+    """Qdrant's embedded folder (of the configured engine) is lost; engram restore --to qdrant
+    rebuilds it from Neo4j."""
     trial = Trial(context, "backup-lost")
     stack = context.stack
     trial.ingest(trial.documents())
     trial.settle()
     trial.reconcile()
     stack.stop_worker("write", warm=True)
-    shutil.rmtree(stack.settings.qdrant_local_path)
+    shutil.rmtree(stack.qdrant_folder)
     stack.start_worker("write")
     trial.note("Qdrant's folder deleted")
 

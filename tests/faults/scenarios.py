@@ -8,6 +8,7 @@ deletes, a reconciler that finds drift both ways) fail until it does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -17,14 +18,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from qdrant_client import models as qm
-
 from shared.ids import document_key
 from tests.faults import corpus, scenarios_resources, soak
 from tests.faults.restore_scenarios import RESTORE_SCENARIOS
 from tests.faults.stack import wait_for
 from tests.faults.trial import Context, ScenarioResult, Trial, recording_chunk_tasks, version_of
 from workers.app import CHUNK_TASK
+
+ANY_VERSION = 2**62
+"""A delete at this version takes a point whatever version it holds (drift made by hand)."""
 
 Scenario = Callable[[Context], ScenarioResult]
 ENGRAM = str(Path(sys.executable).with_name("engram"))
@@ -261,12 +263,17 @@ def drift_by_hand(context: Context) -> ScenarioResult:
     n = min(50, len(ids) // 5)
     from_qdrant, from_neo4j, stale = ids[:n], ids[n : 2 * n], ids[2 * n : 2 * n + max(1, n // 5)]
     stack.stop_worker("write", warm=True)
-    client = stack.open_qdrant()
     try:
-        client.delete(stack.collection, points_selector=qm.PointIdsList(points=list(from_qdrant)))
-        client.set_payload(stack.collection, payload={"content_hash": "drifted"}, points=list(stale))
+        with stack.backup() as store:
+            if store is None:
+                raise RuntimeError("drift-by-hand: no collection after the load")
+            store.delete(dict.fromkeys(from_qdrant, ANY_VERSION))
+            drifted = [
+                dataclasses.replace(p, payload={**p.payload, "content_hash": "drifted"})
+                for p in store.retrieve(stale)
+            ]
+            store.upsert(drifted)  # at the version each holds: the guard lets it through
     finally:
-        client.close()
         stack.start_worker("write")
     stack.neo4j.execute_query("MATCH (m:Memory) WHERE m.id IN $ids DETACH DELETE m", ids=from_neo4j)
     trial.expectation.dropped(from_neo4j)

@@ -38,6 +38,10 @@ from tests.faults.trial import Context, ScenarioResult, Trial
 ENGRAM = str(Path(sys.executable).with_name("engram"))
 UVICORN = str(Path(sys.executable).with_name("uvicorn"))
 TMPFS_SIZE = "16m"
+# Qdrant Edge's shard takes about 16 MB of a tmpfs new and about 100 MB once reopened (a tmpfs
+# allocates its memory-mapped files whole): Edge's folder gets room for that and the run before
+# it is filled.
+TMPFS_SIZE_EDGE = "256m"
 MAXMEMORY_MARGIN = 384 * 1024  # above what Redis holds when the load starts
 DISK_FULL_REASONS = ("database or disk is full", "No space left on device", "Errno 28")
 
@@ -48,7 +52,7 @@ DISK_FULL_REASONS = ("database or disk is full", "No space left on device", "Err
 def qdrant_on_tmpfs(stack: FaultStack) -> Iterator[Path]:
     """The embedded Qdrant folder on a tmpfs of its own while the block runs; copied back to disk
     and unmounted afterwards, whatever happened (the write worker, its owner, stopped meanwhile)."""
-    folder = stack.settings.qdrant_local_path
+    folder = stack.qdrant_folder
     folder.mkdir(parents=True, exist_ok=True)
     aside = Path(tempfile.mkdtemp(prefix="qdrant-aside-", dir=stack.data_dir))
     stack.stop_worker("write", warm=True)
@@ -56,7 +60,8 @@ def qdrant_on_tmpfs(stack: FaultStack) -> Iterator[Path]:
         shutil.move(str(entry), aside / entry.name)
     mounted = False
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(folder)], check=True)
+        size = TMPFS_SIZE_EDGE if stack.edge else TMPFS_SIZE
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True)
         mounted = True
         for entry in aside.iterdir():
             shutil.move(str(entry), folder / entry.name)
@@ -90,8 +95,23 @@ def fill(folder: Path) -> int:
     return written
 
 
-def integrity(folder: Path) -> str:
-    """SQLite's own check of every database file under the Qdrant folder ("ok" each)."""
+def integrity(stack: FaultStack, folder: Path) -> str:
+    """Local mode: SQLite's own check of every database file under the Qdrant folder ("ok" each).
+    Edge (no SQLite): the shard loaded again from disk (its WAL replayed) and every point read."""
+    if stack.edge:
+        try:
+            with stack.backup() as store:
+                counted = 0 if store is None else store.count()
+                after: str | None = None
+                scrolled = 0
+                while store is not None:
+                    page, after = store.scroll(after, 1000)
+                    scrolled += len(page)
+                    if after is None:
+                        break
+        except Exception as exc:
+            return f"edge shard unreadable: {type(exc).__name__}: {exc}"
+        return "ok" if counted == scrolled else f"edge counts {counted} points, scrolls {scrolled}"
     results = []
     for database in sorted(folder.rglob("*.sqlite")):
         connection = sqlite3.connect(database)
@@ -138,10 +158,10 @@ def disk_full(context: Context) -> ScenarioResult:
         result = trial.finish()
         stack.stop_worker("write", warm=True)
         try:
-            check = integrity(folder)
+            check = integrity(stack, folder)
         finally:
             stack.start_worker("write")
-    trial.note(f"sqlite integrity {check}")
+    trial.note(f"{'edge' if stack.edge else 'sqlite'} integrity {check}")
     ok = result.parity and bool(reasons) and all(r == "ok" for r in check.split(","))
     return trial.result(
         expected=result.expected,

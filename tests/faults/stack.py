@@ -16,23 +16,27 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import neo4j
 import redis
-from qdrant_client import QdrantClient
 
 from shared import redis_client, secrets
 from shared.settings import Settings
+from shared.stores.base import SearchableVectorStore
 from shared.stores.qdrant import collection_name
+from shared.stores.vectors import connect_vectors
 from workers.app import QUEUES
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
 DEFAULT_PORTS = "6581 7881"  # redis, neo4j; ENGRAM_FAULTS_PORTS moves them
+# ops/lib's neo4j_start waits ENGRAM_NEO4J_START_TIMEOUT (120 s) for Neo4j; the stack waits for
+# ops/lib a minute longer, so a slow start fails with ops/lib's own message, not a bare timeout.
+NEO4J_START_S = int(os.environ.get("ENGRAM_NEO4J_START_TIMEOUT", "120")) + 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +293,7 @@ class FaultStack:
             return False
 
     def neo4j_start(self) -> None:
-        self._ops("neo4j_start", timeout_s=240)
+        self._ops("neo4j_start", timeout_s=NEO4J_START_S)
 
     def neo4j_stop(self) -> None:
         self._ops("neo4j_stop", timeout_s=120)
@@ -381,23 +385,51 @@ class FaultStack:
     model, dimension = "all-MiniLM-L6-v2", 384
 
     @property
-    def collection_dir(self) -> Path:
-        return self.settings.qdrant_local_path / "collection" / self.collection
+    def edge(self) -> bool:
+        """The embedded engine is Qdrant Edge (``ENGRAM_QDRANT_ENGINE=edge``), not local mode."""
+        return self.settings.qdrant_engine == "edge"
 
-    def open_qdrant(self) -> QdrantClient:
-        """The embedded folder; only while the write worker (its owner) is stopped."""
-        return QdrantClient(path=str(self.settings.qdrant_local_path))
+    @property
+    def qdrant_folder(self) -> Path:
+        """The embedded backup's folder, of the engine the settings name."""
+        s = self.settings
+        return s.qdrant_edge_local_path if self.edge else s.qdrant_local_path
+
+    @property
+    def collection_dir(self) -> Path:
+        """The collection's own folder: local mode's ``collection/<name>/`` (its SQLite file),
+        Edge's shard ``<name>/`` (its WAL, segments and ``engram.json``)."""
+        if self.edge:
+            return self.qdrant_folder / self.collection
+        return self.qdrant_folder / "collection" / self.collection
+
+    @contextlib.contextmanager
+    def backup(self) -> Iterator[SearchableVectorStore | None]:
+        """The collection, through the adapter of the configured engine; None when there is none
+        yet (reading it must not make it). Only while the write worker (its owner) is stopped."""
+        connection = connect_vectors(self.settings)
+        try:
+            if self.dimension not in connection.dimensions_of(self.model):
+                yield None
+            else:
+                yield connection.store(self.model, self.dimension)
+        finally:
+            connection.close()
 
     def freeze_qdrant(self) -> None:
-        """Makes the collection folder immutable: Qdrant's SQLite can write no journal there. The
+        """Makes the collection's storage immutable. Local mode: the collection folder, where its
+        SQLite can then write no journal. Edge: every file and folder of the shard (its WAL
+        appends to files already there, which an immutable folder alone would not stop). The
         folder is made by the first sync, a moment after the first Neo4j commit: wait for it."""
         if not wait_for(self.collection_dir.exists, 60, 0.05):
             raise RuntimeError(f"no Qdrant collection folder {self.collection_dir} after 60 s")
-        subprocess.run(["chattr", "+i", str(self.collection_dir)], check=True)
+        recursive = ["-R"] if self.edge else []
+        subprocess.run(["chattr", *recursive, "+i", str(self.collection_dir)], check=True)
 
     def unfreeze_qdrant(self) -> None:
         if self.collection_dir.exists():
-            subprocess.run(["chattr", "-i", str(self.collection_dir)], check=False)
+            recursive = ["-R"] if self.edge else []
+            subprocess.run(["chattr", *recursive, "-i", str(self.collection_dir)], check=False)
 
     def reset(self) -> None:
         """Clean data for the next scenario: no work in flight, empty stores, usual workers.
@@ -408,7 +440,7 @@ class FaultStack:
         self.unfreeze_qdrant()
         if not self._redis_up():
             self.redis_start()
-        self._ops("neo4j_start", timeout_s=240)
+        self._ops("neo4j_start", timeout_s=NEO4J_START_S)
         if self.broker_backlog():
             for name in list(self.workers):
                 self.stop_worker(name)
@@ -417,10 +449,9 @@ class FaultStack:
         self.neo4j.execute_query(
             "MATCH (n) WHERE n:Memory OR n:Document OR n:DeletedMemory OR n:DeletedDocument DETACH DELETE n"
         )
-        client = self.open_qdrant()
+        connection = connect_vectors(self.settings)
         try:
-            if client.collection_exists(self.collection):
-                client.delete_collection(self.collection)
+            connection.drop(self.model, self.dimension)
         finally:
-            client.close()
+            connection.close()
         self.ensure_workers()

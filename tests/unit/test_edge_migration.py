@@ -9,11 +9,15 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 from qdrant_client import QdrantClient
 
+from shared.settings import Settings
 from shared.stores.base import VectorPoint
+from shared.stores.qdrant import QdrantConnection
 from shared.stores.qdrant_edge import EdgeConnection
 from shared.stores.qdrant_edge_migration import MARKER
+from shared.stores.vectors import connect_vectors
 from tests.unit.vector_engines import connect, engine_settings
 
 MODEL, DIM = "test-model", 4
@@ -114,3 +118,37 @@ def test_a_copy_stopped_midway_resumes_after_the_last_page_recorded(tmp_path: Pa
         assert recorded["done_at"]
     finally:
         edge.close()
+
+
+def test_an_installation_of_the_local_mode_default_keeps_its_backup_when_edge_is_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a data folder written by the default engine (local mode at data_dir/qdrant), and no
+    # path or server named anywhere
+    for name in (
+        "ENGRAM_QDRANT_ENGINE",
+        "ENGRAM_QDRANT_PATH",
+        "ENGRAM_QDRANT_EDGE_PATH",
+        "ENGRAM_QDRANT_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    before = connect_vectors(Settings(_env_file=None, data_dir=tmp_path))
+    assert isinstance(before, QdrantConnection)
+    before.store(MODEL, DIM).upsert([point(n, 2) for n in range(1, 11)])
+    before.store(MODEL, DIM).stamp("store-a")
+    before.close()
+
+    # When the engine is switched to Edge and nothing else
+    connection = connect_vectors(Settings(_env_file=None, data_dir=tmp_path, qdrant_engine="edge"))
+    try:
+        # Then its first use copies the folder into data_dir/qdrant-edge: every point at its
+        # version, and the primary's stamp
+        assert isinstance(connection, EdgeConnection)
+        store = connection.store(MODEL, DIM)
+        assert store.count() == 10
+        assert {s.version for s in store.states([pid(n) for n in range(1, 11)]).values()} == {2}
+        assert store.identity() == "store-a"
+    finally:
+        connection.close()
+    assert (tmp_path / "qdrant-edge" / store.collection / "edge_config.json").exists()
+    assert json.loads((tmp_path / "qdrant-edge" / MARKER).read_text())["done_at"]
