@@ -66,9 +66,10 @@ class Settings(BaseSettings):
         None, description="Embedded Qdrant folder (local mode); default data_dir/qdrant."
     )
     qdrant_engine: Literal["local", "edge"] = Field(
-        "local",
-        description="Embedded engine when no server is set: local (qdrant-client's local mode: an exact "
-        "scan in Python) or edge (Qdrant Edge, Qdrant's engine in-process: payload indexes, a WAL; beta).",
+        "edge",
+        description="Embedded engine when no server is set: edge (Qdrant Edge, Qdrant's engine "
+        "in-process: payload indexes, a WAL; beta) or local (qdrant-client's local mode: an exact "
+        "scan in Python). A local-mode folder is copied into Edge's on first open.",
     )
     qdrant_edge_path: Path | None = Field(
         None,

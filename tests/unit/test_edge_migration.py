@@ -120,11 +120,11 @@ def test_a_copy_stopped_midway_resumes_after_the_last_page_recorded(tmp_path: Pa
         edge.close()
 
 
-def test_an_installation_of_the_local_mode_default_keeps_its_backup_when_edge_is_chosen(
+def test_an_installation_of_the_old_local_mode_default_keeps_its_backup_on_upgrade(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a data folder written by the default engine (local mode at data_dir/qdrant), and no
-    # path or server named anywhere
+    # Given a data folder written by the embedded default before Edge (local mode at
+    # data_dir/qdrant), and no path or server named anywhere
     for name in (
         "ENGRAM_QDRANT_ENGINE",
         "ENGRAM_QDRANT_PATH",
@@ -132,14 +132,14 @@ def test_an_installation_of_the_local_mode_default_keeps_its_backup_when_edge_is
         "ENGRAM_QDRANT_URL",
     ):
         monkeypatch.delenv(name, raising=False)
-    before = connect_vectors(Settings(_env_file=None, data_dir=tmp_path))
+    before = connect_vectors(Settings(_env_file=None, data_dir=tmp_path, qdrant_engine="local"))
     assert isinstance(before, QdrantConnection)
     before.store(MODEL, DIM).upsert([point(n, 2) for n in range(1, 11)])
     before.store(MODEL, DIM).stamp("store-a")
     before.close()
 
-    # When the engine is switched to Edge and nothing else
-    connection = connect_vectors(Settings(_env_file=None, data_dir=tmp_path, qdrant_engine="edge"))
+    # When the upgrade's default engine (Edge) opens it, nothing else said
+    connection = connect_vectors(Settings(_env_file=None, data_dir=tmp_path))
     try:
         # Then its first use copies the folder into data_dir/qdrant-edge: every point at its
         # version, and the primary's stamp

@@ -149,14 +149,15 @@ def test_embedded_qdrant_reports_its_folder_without_opening_it(tmp_path: Path) -
     probes = health.default_probes(settings)
 
     before = probes.qdrant()
-    (tmp_path / "qdrant").mkdir()
+    (tmp_path / "qdrant-edge").mkdir()  # the default engine's folder (Edge)
     after = probes.qdrant()
     probes.close()
 
     assert before.status == after.status == "embedded"
     assert "not created yet" in before.detail
     assert after.detail.endswith("exists")
-    assert list((tmp_path / "qdrant").iterdir()) == []  # nothing opened or created in it
+    assert str(tmp_path / "qdrant-edge") in after.detail
+    assert list((tmp_path / "qdrant-edge").iterdir()) == []  # nothing opened or created in it
 
 
 def _qdrant_server(answers: dict[str, int], seen: list[httpx.Request]) -> httpx.MockTransport:
