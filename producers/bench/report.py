@@ -168,6 +168,8 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
             f"k={r.get('k', 10)}, {r.get('index_k10_recall_at_10', r['recall_at_10']):.3f} at k=10 "
             f"({r['queries']} queries over {r['memories']:,} memories)\n"
         )
+        if r.get("by_k"):
+            w("  by the k asked: " + ", ".join(f"k={k} {v:.3f}" for k, v in r["by_k"].items()) + "\n")
     if result.get("reconcile"):
         r = result["reconcile"]
         w(

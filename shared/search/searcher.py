@@ -103,7 +103,11 @@ class Searcher:
         self._embedder = embedder
         self._settings = s
         self._vector: CandidateSource = Neo4jVector(
-            store, s.search_exact_scan_limit, s.search_vector_max_k, s.search_stats_ttl_s
+            store,
+            s.search_exact_scan_limit,
+            s.search_vector_max_k,
+            s.search_stats_ttl_s,
+            s.search_vector_min_k,
         )
         self._fulltext: CandidateSource = Neo4jFulltext(store, s.search_fulltext_max_candidates)
         self._backup: CandidateSource | None = None if backup is None else Qdrant(backup, s.search_timeout_s)

@@ -102,7 +102,9 @@ class Neo4jVector:
     """The vector index, post-filtered in Neo4j 5.26: a filtered set of at most
     ``exact_scan_limit`` memories is scanned exactly (complete, and independent of every other
     tenant's data); a larger one through the index, asking for 4x more neighbours each time until
-    the pool is met, the index runs out or ``max_k`` is reached — never a whole-store scan.
+    the pool is met, the index runs out or ``max_k`` is reached — never a whole-store scan. The
+    index is asked for at least ``min_k`` (HNSW searches a beam as wide as k, so a wider one finds
+    more of the true nearest neighbours) and the pool is the best of what it returns.
 
     What it learns of a filtered set (its size class, and how many times the pool k had to be to
     meet it) is kept for
@@ -111,10 +113,13 @@ class Neo4jVector:
 
     name = "vector"
 
-    def __init__(self, store: SearchStore, exact_scan_limit: int, max_k: int, ttl_s: float = 30.0) -> None:
+    def __init__(
+        self, store: SearchStore, exact_scan_limit: int, max_k: int, ttl_s: float = 30.0, min_k: int = 1
+    ) -> None:
         self._store = store
         self._exact_scan_limit = exact_scan_limit
         self._max_k = max_k
+        self._min_k = min(min_k, max_k)
         self._ttl_s = ttl_s
         self._hints: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
 
@@ -144,7 +149,7 @@ class Neo4jVector:
             self._hints.popitem(last=False)
 
     def _oversampled(self, query: Query, params: Row, k: int) -> tuple[list[Row], int]:
-        k = min(k, self._max_k)
+        k = min(max(k, self._min_k), self._max_k)
         while True:
             found, rows = self._store.vector_candidates(query.vector, k, params)
             if len(rows) >= query.pool or found < k or k >= self._max_k:

@@ -82,13 +82,39 @@ def test_a_large_filtered_set_oversamples_the_index_until_the_pool_is_met() -> N
     # Given a tenant of 200 in a store of 2,200: too many to scan, sparse in the index
     store = FakeSearchStore([*big_tenant(2000), *[stored(f"m{i}", "mid", f"memory {i}") for i in range(200)]])
 
-    answer = search(store, settings(search_exact_scan_limit=50), method="vector", user_id="mid", top_k=10)
+    answer = search(
+        store,
+        settings(search_exact_scan_limit=50, search_vector_min_k=1),
+        method="vector",
+        user_id="mid",
+        top_k=10,
+    )
 
     # Then the index is asked for 4x more each time until 40 candidates pass the filter
     vector_calls = [k for kind, k in store.asked if kind == "vector"]
     assert vector_calls[0] == 40 and all(b == 4 * a for a, b in itertools.pairwise(vector_calls))
     assert answer.count == 10 and all(r.id.startswith("m") for r in answer.results)
     assert "exact" not in [kind for kind, _ in store.asked]
+
+
+def test_the_index_is_asked_at_least_its_least_k_and_the_pool_is_its_best() -> None:
+    # Given a tenant too large to scan exactly
+    store = FakeSearchStore(big_tenant(400))
+
+    # When a search's pool (top_k 3 x oversample 4 = 12) is under the index's least k
+    answer = search(
+        store,
+        settings(search_exact_scan_limit=50, search_vector_min_k=100),
+        method="vector",
+        user_id="big",
+        top_k=3,
+    )
+
+    # Then the index is asked for 100 (HNSW's beam is k wide: wider finds more of the true nearest),
+    # and the results are the exact best three, as a scan ranks them
+    assert [k for kind, k in store.asked if kind == "vector"] == [100]
+    scanned = search(store, settings(search_exact_scan_limit=1000), method="vector", user_id="big", top_k=3)
+    assert [r.id for r in answer.results] == [r.id for r in scanned.results]
 
 
 def test_the_fulltext_limit_grows_when_filters_leave_it_short() -> None:
