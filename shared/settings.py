@@ -176,10 +176,12 @@ class Settings(BaseSettings):
         description="A filtered set of at most this many memories is scanned exactly, not via the index.",
     )
     search_vector_min_k: int = Field(
-        100,
+        1,
         ge=1,
-        description="Fewest nearest neighbours asked of the vector index; the fusion pool is the best of "
-        "them (HNSW's beam is as wide as k: at 40, 0.956 of the exact top ten over 100k memories).",
+        description="Fewest nearest neighbours asked of the vector index, the fusion pool the best of them "
+        "(1: the pool itself). More finds more of the exact nearest and costs time: at 100k memories "
+        "recall@10 was 0.954 at k=40, 0.976 at 100, 0.978 at 200; 100 took a 10% tenant's vector "
+        "search from 62 to 98 ms p50.",
     )
     search_vector_max_k: int = Field(
         10000, ge=1, description="Most nearest neighbours asked of the vector index while oversampling."
