@@ -33,23 +33,23 @@ def measure(container: Container, queries: Iterator[str], count: int) -> dict[st
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     settings = container.settings
     # What the search's vector source asks of the index (shared/search/sources.py, Neo4jVector).
-    pool = max(K * settings.search_oversample, settings.search_vector_min_k)
-    ks = sorted({pool, *CURVE})
+    asked = max(K * settings.search_oversample, settings.search_vector_min_k)
+    ks = sorted({asked, *CURVE})
     found_at: dict[int, list[float]] = {k: [] for k in ks}
     for _ in range(count):
         vector = np.asarray(container.embedder.embed_query(next(queries)), dtype=np.float32).reshape(-1)
         vector /= np.linalg.norm(vector)
         exact = {ids[i] for i in np.argsort(-(matrix @ vector), kind="stable")[:K]}
-        asked = [float(x) for x in vector]
+        query = [float(x) for x in vector]
         for k in ks:
-            found = graph.read_rows(FLOOR_QUERY, k=k, vector=asked)
+            found = graph.read_rows(FLOOR_QUERY, k=k, vector=query)
             first = sorted(found, key=lambda row: -float(row["score"]))[:K]
             found_at[k].append(len(exact & {str(row["id"]) for row in first}) / min(K, len(ids)))
     return {
         "queries": count,
         "memories": len(ids),
-        "k": pool,
-        "recall_at_10": float(np.mean(found_at[pool])),
+        "k": asked,
+        "recall_at_10": float(np.mean(found_at[asked])),
         "index_k10_recall_at_10": float(np.mean(found_at[K])),
         "by_k": {str(k): float(np.mean(found_at[k])) for k in ks},
     }

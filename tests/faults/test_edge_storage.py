@@ -55,17 +55,29 @@ except ServiceUnavailable as exc:
 """
 
 
+def _child(folder: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    """CHILD in a process of its own, so a SIGBUS shows as its exit code, not this test's."""
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, str(folder), mode], capture_output=True, text=True, timeout=120
+    )
+
+
+def _child_on_tmpfs(folder: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    """CHILD with ``folder`` a 48 MB tmpfs (an empty shard takes about 16), unmounted after."""
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(folder)], check=True)
+    try:
+        return _child(folder, mode)
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
 def test_a_write_to_an_unwritable_shard_is_refused_not_a_crash(tmp_path: Path) -> None:
     # Given an Edge shard holding a point, whose files are then made immutable
     folder = tmp_path / "backup"
     try:
         # When a batch that makes its storage grow is written
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(folder), "immutable"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = _child(folder, "immutable")
     finally:
         subprocess.run(["chattr", "-R", "-i", str(folder)], check=False)
 
@@ -77,16 +89,9 @@ def test_a_write_to_an_unwritable_shard_is_refused_not_a_crash(tmp_path: Path) -
 def test_a_write_to_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
     # Given an Edge shard holding a point on a 48 MB tmpfs (an empty shard takes about 16), whose
     # free space is then filled to the last byte
-    folder = tmp_path / "backup"
-    folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(folder)], check=True)
-    try:
-        # When batches are written
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(folder), "full"], capture_output=True, text=True, timeout=120
-        )
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
+
+    # When batches are written
+    done = _child_on_tmpfs(tmp_path / "backup", "full")
 
     # Then the process lives, and the write is refused as the service unavailable (retried)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
@@ -97,19 +102,9 @@ def test_a_write_to_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
 
 def test_a_shard_loaded_on_a_full_disk_is_refused_not_a_crash(tmp_path: Path) -> None:
     # Given an Edge shard on a 48 MB tmpfs filled to the last byte, closed (its owner restarted)
-    folder = tmp_path / "backup"
-    folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(folder)], check=True)
-    try:
-        # When the shard is loaded again (a count, as a search or the reconciler's scan loads it)
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(folder), "full-reopen"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
+
+    # When the shard is loaded again (a count, as a search or the reconciler's scan loads it)
+    done = _child_on_tmpfs(tmp_path / "backup", "full-reopen")
 
     # Then the process lives, and the load is refused as the service unavailable (retried)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"

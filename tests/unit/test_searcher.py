@@ -82,13 +82,7 @@ def test_a_large_filtered_set_oversamples_the_index_until_the_pool_is_met() -> N
     # Given a tenant of 200 in a store of 2,200: too many to scan, sparse in the index
     store = FakeSearchStore([*big_tenant(2000), *[stored(f"m{i}", "mid", f"memory {i}") for i in range(200)]])
 
-    answer = search(
-        store,
-        settings(search_exact_scan_limit=50, search_vector_min_k=1),
-        method="vector",
-        user_id="mid",
-        top_k=10,
-    )
+    answer = search(store, settings(search_exact_scan_limit=50), method="vector", user_id="mid", top_k=10)
 
     # Then the index is asked for 4x more each time until 40 candidates pass the filter
     vector_calls = [k for kind, k in store.asked if kind == "vector"]
