@@ -27,6 +27,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from shared.errors import ConfigurationError
 from shared.ids import content_hash, document_key
 from shared.models import ChunkRecord, DocumentIn, Memory, StagedDocument
 from shared.services.guard import PrimaryStore
@@ -109,6 +110,10 @@ class RestoreGraph(GraphStore, PrimaryStore, Checkpoints, Protocol):
     def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
         """The schema, the store id and the model claim, made now (a wiped store has none, and a
         process that made them before the wipe would not make them again)."""
+        ...
+
+    def missing_schema(self) -> list[str]:
+        """The constraints and indexes the database lacks: a restore writes nothing without them."""
         ...
 
 
@@ -226,6 +231,14 @@ class Restorer:
             return
         for model, dimension in {(w.model, len(w.vectors[0])) for w in writes} - self._bootstrapped:
             self._graph.bootstrap(model, dimension)
+            missing = self._graph.missing_schema()
+            if missing:
+                # Without the uniqueness constraints every MERGE scans: a restore of 10,000
+                # memories slowed to 4 a second, and nothing would guard uniqueness after it.
+                raise ConfigurationError(
+                    f"Neo4j lacks {', '.join(missing)} after the schema was made: the restore "
+                    "writes nothing without them (see Neo4j's log, then run engram restore again)"
+                )
             self._bootstrapped.add((model, dimension))
         outcome = self._graph.write_documents(writes)
         written = set(outcome.written)
@@ -330,6 +343,9 @@ class Restorer:
             "key": doc.key,
             "version": doc.version,
             "ingested_at": _moment(document.get("ingested_at")),
+            # The fields the document was written from, hashed: an unchanged re-ingest after the
+            # restore is then skipped as before the loss (the rebuilt DocumentIn's would differ).
+            "fingerprint": _moment(document.get("fingerprint")),
             "memories": [
                 {
                     "id": point.id,

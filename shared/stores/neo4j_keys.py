@@ -10,8 +10,9 @@ from typing import Any
 from shared.auth import ApiKey
 from shared.sealing import SecretBox
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_queries import SCHEMA_STATEMENTS
 
-CONSTRAINT = "CREATE CONSTRAINT api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE"
+CONSTRAINT = next(s for s in SCHEMA_STATEMENTS if " api_key_id " in s)
 
 ADD = """
 CREATE (k:ApiKey {id: $id, name: $name, scope: $scope, tenant: $tenant, secret_hash: $secret_hash,

@@ -119,6 +119,8 @@ class FakeGraph:
         self.qdrant_points: int | None = None
         self.restore_states: dict[str, dict[str, Any]] = {}
         self.moments: list[dict[str, Any]] = []
+        self.missing: list[str] = []
+        """Constraints and indexes the database lacks (one Neo4j refused to make)."""
 
     # Schema.
 
@@ -131,6 +133,9 @@ class FakeGraph:
 
     def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
         self.ensure_schema(model, dimension)
+
+    def missing_schema(self) -> list[str]:
+        return list(self.missing)
 
     def register_model(self, model: str, dimension: int) -> None:
         """An EmbeddingModel node, as a past model (before a migration) leaves behind."""
