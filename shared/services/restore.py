@@ -31,6 +31,7 @@ from shared.errors import ConfigurationError
 from shared.ids import content_hash, document_key
 from shared.models import ChunkRecord, DocumentIn, Memory, StagedDocument
 from shared.services.guard import PrimaryStore
+from shared.services.key_backup import KeyRows, bring_back
 from shared.services.sync import Syncer
 from shared.stores.base import DocumentWrite, GraphStore, VectorPoint
 
@@ -67,6 +68,7 @@ class RestoreReport(BaseModel):
     unreadable: list[Unreadable] = Field(default_factory=list, description=f"The first {MAX_LISTED}.")
     failed: int = Field(0, description="Memories the sync to Qdrant could not write (to Qdrant).")
     store_id: str | None = Field(None, description="The primary's store id after the restore.")
+    keys: int = Field(0, description="API keys the backup held, merged back into the primary.")
     seconds: float = 0.0
     error: str | None = None
 
@@ -92,6 +94,10 @@ class PointSource(Protocol):
     def identity(self) -> str | None: ...
 
     def count(self) -> int: ...
+
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        """The API key rows kept with the backup (shared/services/key_backup.py)."""
+        ...
 
 
 class Checkpoints(Protocol):
@@ -134,9 +140,15 @@ def checkpoint_name(to: Direction) -> str:
 
 class Restorer:
     def __init__(
-        self, graph: RestoreGraph, clock: Callable[[], datetime], batch_documents: int, min_share: float
+        self,
+        graph: RestoreGraph,
+        clock: Callable[[], datetime],
+        batch_documents: int,
+        min_share: float,
+        keys: KeyRows | None = None,
     ) -> None:
         self._graph = graph
+        self._keys = keys
         self._clock = clock
         self._batch = batch_documents
         self._min_share = min_share
@@ -176,6 +188,8 @@ class Restorer:
                 progress(report, total)
         if not dry_run:
             report.store_id = self._settle_identity(source, tenant)
+            if self._keys is not None and tenant is None:
+                report.keys = bring_back(self._keys, source.backed_up_keys())
         report.seconds = round(time.monotonic() - started, 2)
         if not dry_run:
             self._save(name, "done", None, tenant, report, total)
