@@ -11,6 +11,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, cast
 
 import celery.exceptions
@@ -48,6 +49,7 @@ from shared.models import (
 from shared.progress import Progress, ProgressRecord
 from shared.redis_client import START_HINT, connect, out_of_memory, out_of_memory_in, translated_errors
 from shared.sealing import SecretBox, box_for
+from shared.services import census
 from shared.services.incremental import Change, classify_all
 from shared.services.lifecycle import Lifecycle
 from shared.services.reembed import Progress as ReembedProgress
@@ -467,12 +469,19 @@ class EngramClient:
                 points, counted_at = connection.store(*stored).count(), utc_now()
             finally:
                 connection.close()
+        # The owner's last census (Redis): a primary wiped since is told now, not after a pass.
+        with translated_errors():
+            kept = census.load(self._redis)
+        if points is None and kept is not None:
+            points, counted_at = kept.points, datetime.fromisoformat(kept.counted_at)
+        share = self.settings.reconcile_min_primary_share
+        lost = identity.primary_lost or census.looks_lost(kept, identity.memories, identity.store_id, share)
         return {
             "neo4j_memories": identity.memories,
             "qdrant_points": points,
             "qdrant_points_counted_at": counted_at,
             "store_id": identity.store_id,
-            "primary_lost": identity.primary_lost,
+            "primary_lost": lost,
         }
 
     def tenant_overview(self, user_id: str) -> TenantOverview:

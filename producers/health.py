@@ -25,10 +25,12 @@ from typing import Literal, TypeVar
 
 import httpx
 import neo4j
+import redis
 from celery import Celery
 from pydantic import BaseModel, Field
 
 from shared.redis_client import connect
+from shared.services import census
 from shared.settings import Settings
 from workers.app import QUEUES
 from workers.app import app as default_app
@@ -40,8 +42,12 @@ WORKERS_TIMEOUT_S = 0.5
 PROBE_THREADS = 8
 _executor = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="healthz")
 PRIMARY_LOST = "primary_lost"
-# What the reconciler's last pass found of the primary (shared/services/guard.py).
-PRIMARY_QUERY = "OPTIONAL MATCH (s:EngramSchema {id: 'identity'}) RETURN s.primary_lost AS lost"
+# What the reconciler's last pass found of the primary (shared/services/guard.py), and what the
+# primary is now, to hold against the backup's last census (shared/services/census.py).
+PRIMARY_QUERY = (
+    "OPTIONAL MATCH (s:EngramSchema {id: 'identity'}) "
+    "RETURN s.primary_lost AS lost, s.store_id AS store_id, COUNT { MATCH (m:Memory) } AS memories"
+)
 
 
 class ServiceHealth(BaseModel):
@@ -203,7 +209,17 @@ def default_probes(
         # An auto-commit query: the driver does not retry it (execute_query would, for long).
         with driver.session(database=settings.neo4j_database) as session:
             found = session.run(PRIMARY_QUERY).single()
-        return ServiceHealth(status="up", detail=str(found[0]) if found and found[0] else "")
+        if found is None:
+            return ServiceHealth(status="up")
+        lost = found["lost"]
+        if not lost:
+            try:
+                kept = census.load(redis_client)
+            except redis.RedisError:  # Redis down: its own probe says so; no census then
+                kept = None
+            share = settings.reconcile_min_primary_share
+            lost = census.looks_lost(kept, int(found["memories"]), found["store_id"], share)
+        return ServiceHealth(status="up", detail=str(lost) if lost else "")
 
     def qdrant_probe() -> ServiceHealth:
         if settings.qdrant_url is None:

@@ -32,6 +32,7 @@ from shared.services.backup import FileSource, export
 from shared.services.restore import Restorer, RestoreReport
 from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_keys import Neo4jKeyRows
 
 EXIT_PARTIAL = 1
 STALL_S = 600.0
@@ -120,7 +121,11 @@ def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
     try:
         source = FileSource(args.from_file)
         restorer = Restorer(
-            graph, utc_now, settings.restore_batch_documents, settings.reconcile_min_primary_share
+            graph,
+            utc_now,
+            settings.restore_batch_documents,
+            settings.reconcile_min_primary_share,
+            Neo4jKeyRows(graph),
         )
         bar = _Bar(args.json)
         started = time.monotonic()
@@ -153,8 +158,15 @@ def run_backup(args: argparse.Namespace) -> int:
         path = folder / f"neo4j-{stamp}.jsonl"
         started = time.monotonic()
         store_id = graph.identity().store_id
+        # The API keys go with a whole backup (hashes and sealed secrets, as Neo4j holds them).
+        keys = Neo4jKeyRows(graph).key_rows() if tenant is None else []
         count = export(
-            graph, path, store_id, tenant, progress=lambda n: _progress_line(f"exported {n} memories")
+            graph,
+            path,
+            store_id,
+            tenant,
+            progress=lambda n: _progress_line(f"exported {n} memories"),
+            keys=keys,
         )
         print(f"\rNeo4j: {count} memories to {path} in {time.monotonic() - started:.1f} s", flush=True)
         print(f"  restore it with: engram restore --from {path}")
@@ -225,6 +237,8 @@ def _print_report(report: RestoreReport, as_json: bool, seconds: float) -> None:
         print(f"  unreadable {bad.id}: {bad.reason}")
     if report.error:
         print(f"  stopped: {report.error} (run it again: it goes on from its checkpoint)")
+    if report.keys:
+        print(f"  API keys brought back: {report.keys} (revoked ones stay revoked)")
     if report.store_id and not report.dry_run:
         print(f"  store id {report.store_id}; `engram reconcile` should now find the stores in parity")
 

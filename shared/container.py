@@ -38,6 +38,7 @@ from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, SearchableVectorStore, VectorConnection
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j_incremental import Neo4jIncremental
+from shared.stores.neo4j_keys import Neo4jKeyRows
 from shared.stores.vectors import connect_vectors
 from shared.tokenizer import load_tokenizer
 from shared.versions import VersionClock
@@ -169,7 +170,8 @@ class Container:
     @cached_property
     def restorer(self) -> Restorer:
         s = self.settings
-        return Restorer(self.graph, utc_now, s.restore_batch_documents, s.reconcile_min_primary_share)
+        keys = Neo4jKeyRows(self.graph)
+        return Restorer(self.graph, utc_now, s.restore_batch_documents, s.reconcile_min_primary_share, keys)
 
     def backup_source(self, model: str | None, dimension: int | None) -> QdrantSource:
         """The collection a restore reads: of the model named, else Neo4j's, else the configured."""

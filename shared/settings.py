@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     neo4j_password: SecretStr = Field(SecretStr(DEV_NEO4J_PASSWORD), description="Neo4j password.")
     neo4j_database: str = Field("neo4j", description="Neo4j database name.")
     neo4j_max_pool_size: int = Field(16, ge=1, description="Bolt connections per process.")
+    neo4j_schema_check_s: float = Field(
+        5.0,
+        ge=0,
+        description="How often a process looks whether Neo4j still holds the schema it made "
+        "(a wiped or replaced database gets it again before the next write or search).",
+    )
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.
     qdrant_url: str | None = Field(None, description="Qdrant server; embedded Qdrant when unset.")

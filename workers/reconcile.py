@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from shared.errors import EngramError
 from shared.ledger import Sent
+from shared.models import utc_now
+from shared.services import census, key_backup
+from shared.stores.neo4j_keys import Neo4jKeyRows
 from workers.app import QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
 from workers.stage import batch_of, batch_refs, container
+
+log = logging.getLogger(__name__)
 
 
 # Acknowledged on receipt: a pass over a large store may outlast the visibility timeout, and a
@@ -16,7 +23,24 @@ def run(dry_run: bool = False, scheduled: bool = False, force: bool = False) -> 
     c = container()
     redeliverer = c.redeliverer(lambda sent: resend(app, sent), _give_up, QUEUES)
     report = c.reconciler.run(dry_run=dry_run, scheduled=scheduled, force=force, redeliver=redeliverer.run)
+    if not dry_run and report.primary_lost is None and report.qdrant_points:
+        _keep_with_backup(report.qdrant_points)
     return report.model_dump(mode="json")
+
+
+def _keep_with_backup(points: dict[str, int]) -> None:
+    """After a pass that found the stores in step: the census status and /healthz compare the
+    primary with (shared/services/census.py), and the API keys beside each collection
+    (shared/services/key_backup.py). Neither may fail the pass."""
+    c = container()
+    try:
+        store_id = c.graph.identity().store_id
+        largest = max(points, key=lambda name: points[name])
+        census.save(c.redis, largest, sum(points.values()), store_id, utc_now())
+        stores = [c.vectors(model, dimension) for model, dimension in c.graph.models()]
+        key_backup.back_up(Neo4jKeyRows(c.graph), [s for s in stores if s.collection in points])
+    except EngramError as exc:
+        log.warning("reconcile: the census or the keys' backup not written: %s", exc)
 
 
 def _give_up(sent: Sent, reason: str) -> None:
@@ -44,4 +68,6 @@ def restore(
     else:
         source = c.backup_source(model, dimension)
         report = c.restorer.to_neo4j(source, tenant=tenant, dry_run=dry_run, fresh=fresh)
+        if not dry_run and report.error is None and report.store_id is not None:
+            census.save(c.redis, source.name, source.count(), report.store_id, utc_now())
     return report.model_dump(mode="json")

@@ -159,12 +159,15 @@ redis_start() {
         say "starting Redis on 127.0.0.1:$port (AOF on, password required)"
         mkdir -p "$ENGRAM_DATA_DIR/redis" "$RUN_DIR" "$LOG_DIR"
         config=$("$PY" "$ENGRAM_ROOT/ops/redis_auth.py" config) || fail "cannot write the Redis password"
-        # The password goes in on stdin (redis-server -), so no command line shows it.
-        printf '%s\n' "$config" | redis-server - --port "$port" --bind 127.0.0.1 --protected-mode yes \
+        # The password goes in on stdin (redis-server -), so no command line shows it. ops/keep.py
+        # keeps it running: a Redis that dies is started again a second later.
+        printf '%s\n' "$config" | nohup "$PY" "$ENGRAM_ROOT/ops/keep.py" --name redis --stdin \
+            -- redis-server - --port "$port" --bind 127.0.0.1 --protected-mode yes \
             --dir "$ENGRAM_DATA_DIR/redis" \
             --appendonly yes --appendfsync everysec --maxmemory-policy noeviction \
-            --save "" --daemonize yes --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log" \
-            >>"$LOG_DIR/redis.log" 2>&1
+            --save "" --daemonize no --pidfile "$RUN_DIR/redis.pid" --logfile "$LOG_DIR/redis.log" \
+            >>"$LOG_DIR/redis.log" 2>&1 &
+        echo $! >"$RUN_DIR/redis-keeper.pid"
     fi
     until redis_ready "$port"; do
         if ((SECONDS - started > timeout)) ||
@@ -177,9 +180,24 @@ redis_start() {
     done
 }
 
-# Stops the Redis these scripts started (its pid file); SIGTERM makes it flush the AOF and exit.
+# Stops the keeper of a service (ops/keep.py; pid file $1), which stops the service and exits.
+keeper_stop() {
+    local pid
+    pid=$(live_pid "$1" ops/keep.py) || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    echo "keeper $pid: still alive after 150s; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Stops the Redis these scripts started (its keeper, then its pid file); SIGTERM makes it flush the
+# AOF and exit.
 redis_stop() {
     local pid
+    keeper_stop "$RUN_DIR/redis-keeper.pid"
     pid=$(live_pid "$RUN_DIR/redis.pid" redis-server) || return 0
     kill -TERM "$pid" 2>/dev/null || return 0
     for _ in $(seq 1 120); do

@@ -209,12 +209,13 @@ neo4j_start() {
         ENGRAM_NEO4J_PASSWORD=$_n_password \
             ENGRAM_NEO4J_HOST=$([[ $_n_host == localhost || $_n_host == 0.0.0.0 ]] && echo 127.0.0.1 || echo "$_n_host") \
             ENGRAM_NEO4J_PAGECACHE=${ENGRAM_NEO4J_PAGECACHE:-512m} \
-            nohup "$_n_java" "${jvm[@]}" "${extra[@]}" \
+            nohup "$_n_root/.venv/bin/python" "$_n_root/ops/keep.py" --name neo4j \
+            --child-pidfile "$_n_pidfile" -- "$_n_java" "${jvm[@]}" "${extra[@]}" \
             -cp "$_n_src/target/classes:$_n_src/target/lib/*" \
             engram.Neo4jServer "$_n_home" "$_n_port" \
-            >"$_n_log" 2>&1 </dev/null &
+            >>"$_n_log" 2>&1 </dev/null &
         pid=$!
-        echo "$pid" >"$_n_pidfile"
+        echo "$pid" >"$_n_home/keeper.pid"
     fi
 
     local timeout=${ENGRAM_NEO4J_START_TIMEOUT:-120}
@@ -247,7 +248,17 @@ neo4j_start() {
 neo4j_stop() {
     local _n_root _n_src _n_home _n_pidfile _n_log _n_uri _n_host _n_port _n_password _n_java
     _neo4j_config || return 1
-    local pid
+    local pid keeper
+    # Its keeper (ops/keep.py) first, which stops Neo4j with it: else it would start it again.
+    if [[ -f $_n_home/keeper.pid ]] && read -r keeper <"$_n_home/keeper.pid" &&
+        [[ $keeper =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$keeper/cmdline" | grep -q ops/keep.py; then
+        echo "neo4j: stopping its keeper $keeper ..."
+        kill -TERM "$keeper" 2>/dev/null || true
+        local until=$((SECONDS + ${ENGRAM_NEO4J_STOP_TIMEOUT:-60} + 10))
+        while kill -0 "$keeper" 2>/dev/null && ((SECONDS < until)); do sleep 0.5; done
+        kill -0 "$keeper" 2>/dev/null && kill -KILL "$keeper" 2>/dev/null
+    fi
+    rm -f "$_n_home/keeper.pid"
     pid=$(_neo4j_pid "$_n_pidfile") || pid=
     if [[ -z $pid ]]; then
         rm -f "$_n_pidfile"

@@ -46,6 +46,9 @@ class QdrantSource:
     def identity(self) -> str | None:
         return self._store.identity()
 
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        return self._store.backed_up_keys()
+
     def count(self) -> int:
         return self._store.count()
 
@@ -108,6 +111,10 @@ class FileSource:
         found = self._header.get("store_id")
         return found if isinstance(found, str) else None
 
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        found = self._header.get("api_keys")
+        return [dict(row) for row in found] if isinstance(found, list) else []
+
     def count(self) -> int:
         """The points indexed (all of the file, or of the tenant asked for)."""
         return len(self._offsets)
@@ -124,9 +131,11 @@ def export(
     tenant: str | None = None,
     page: int = 512,
     progress: Callable[[int], None] | None = None,
+    keys: list[dict[str, Any]] | None = None,
 ) -> int:
-    """Writes every Memory (of one tenant if named) to ``path`` as a backup file (mode 0600);
-    returns how many. Written to a temporary name and renamed at the end, so a file by that name
+    """Writes every Memory (of one tenant if named) to ``path`` as a backup file (mode 0600),
+    the API key rows (as Neo4j holds them: hashes, sealed secrets) in its header; returns how
+    many Memories. Written to a temporary name and renamed at the end, so a file by that name
     is whole."""
     partial = path.with_name(path.name + ".partial")
     count = 0
@@ -134,7 +143,8 @@ def export(
     # Every tenant's text: readable by its owner only, as the data folder is.
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-        out.write(json.dumps({"engram_backup": FORMAT, "store_id": store_id, "tenant": tenant}) + "\n")
+        header = {"engram_backup": FORMAT, "store_id": store_id, "tenant": tenant, "api_keys": keys or []}
+        out.write(json.dumps(header) + "\n")
         while True:
             rows = graph.export_page(after, tenant, page)
             if not rows:

@@ -29,6 +29,25 @@ class PrimaryStore(Protocol):
     def record_primary(self, lost: str | None, points: int | None) -> None: ...
 
 
+def judge(
+    memories: int, store_id: str | None, points: int, recorded: str | None, min_share: float, collection: str
+) -> str | None:
+    """Why a primary of ``memories`` and ``store_id`` is not the one a collection of ``points``
+    synced with ``recorded`` was in step with; None when it may be."""
+    lost: str | None = None
+    if points and memories < min_share * points:
+        lost = (
+            f"Neo4j holds {memories} memories but Qdrant's {collection} holds {points} "
+            f"points (below the share {min_share:g}): the primary looks wiped or new"
+        )
+    elif recorded is not None and recorded != store_id:
+        lost = (
+            f"Neo4j is store {store_id or '(none)'}, but Qdrant's {collection} was synced "
+            f"with store {recorded}: the primary was replaced"
+        )
+    return None if lost is None else f"primary_lost: {lost}; {RESTORE_HINT}"
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     lost: str | None
@@ -48,19 +67,9 @@ class PrimaryGuard:
         me = self._primary.identity()
         points = store.count()
         recorded = store.identity()
-        lost: str | None = None
-        if points and me.memories < self._min_share * points:
-            lost = (
-                f"Neo4j holds {me.memories} memories but Qdrant's {store.collection} holds {points} "
-                f"points (below the share {self._min_share:g}): the primary looks wiped or new"
-            )
-        elif recorded is not None and recorded != me.store_id:
-            lost = (
-                f"Neo4j is store {me.store_id or '(none)'}, but Qdrant's {store.collection} was synced "
-                f"with store {recorded}: the primary was replaced"
-            )
+        lost = judge(me.memories, me.store_id, points, recorded, self._min_share, store.collection)
         if lost is not None:
-            return Verdict(f"primary_lost: {lost}; {RESTORE_HINT}", points, me.memories)
+            return Verdict(lost, points, me.memories)
         if stamp and recorded is None and me.store_id is not None:
             store.stamp(me.store_id)
         return Verdict(None, points, me.memories)

@@ -27,9 +27,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field, ValidationError
 
+from shared.errors import ConfigurationError
 from shared.ids import content_hash, document_key
 from shared.models import ChunkRecord, DocumentIn, Memory, StagedDocument
 from shared.services.guard import PrimaryStore
+from shared.services.key_backup import KeyRows, bring_back
 from shared.services.sync import Syncer
 from shared.stores.base import DocumentWrite, GraphStore, VectorPoint
 
@@ -66,6 +68,7 @@ class RestoreReport(BaseModel):
     unreadable: list[Unreadable] = Field(default_factory=list, description=f"The first {MAX_LISTED}.")
     failed: int = Field(0, description="Memories the sync to Qdrant could not write (to Qdrant).")
     store_id: str | None = Field(None, description="The primary's store id after the restore.")
+    keys: int = Field(0, description="API keys the backup held, merged back into the primary.")
     seconds: float = 0.0
     error: str | None = None
 
@@ -92,6 +95,10 @@ class PointSource(Protocol):
 
     def count(self) -> int: ...
 
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        """The API key rows kept with the backup (shared/services/key_backup.py)."""
+        ...
+
 
 class Checkpoints(Protocol):
     def restore_state(self, name: str) -> dict[str, Any] | None: ...
@@ -109,6 +116,10 @@ class RestoreGraph(GraphStore, PrimaryStore, Checkpoints, Protocol):
     def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
         """The schema, the store id and the model claim, made now (a wiped store has none, and a
         process that made them before the wipe would not make them again)."""
+        ...
+
+    def missing_schema(self) -> list[str]:
+        """The constraints and indexes the database lacks: a restore writes nothing without them."""
         ...
 
 
@@ -129,9 +140,15 @@ def checkpoint_name(to: Direction) -> str:
 
 class Restorer:
     def __init__(
-        self, graph: RestoreGraph, clock: Callable[[], datetime], batch_documents: int, min_share: float
+        self,
+        graph: RestoreGraph,
+        clock: Callable[[], datetime],
+        batch_documents: int,
+        min_share: float,
+        keys: KeyRows | None = None,
     ) -> None:
         self._graph = graph
+        self._keys = keys
         self._clock = clock
         self._batch = batch_documents
         self._min_share = min_share
@@ -171,6 +188,8 @@ class Restorer:
                 progress(report, total)
         if not dry_run:
             report.store_id = self._settle_identity(source, tenant)
+            if self._keys is not None and tenant is None:
+                report.keys = bring_back(self._keys, source.backed_up_keys())
         report.seconds = round(time.monotonic() - started, 2)
         if not dry_run:
             self._save(name, "done", None, tenant, report, total)
@@ -226,6 +245,14 @@ class Restorer:
             return
         for model, dimension in {(w.model, len(w.vectors[0])) for w in writes} - self._bootstrapped:
             self._graph.bootstrap(model, dimension)
+            missing = self._graph.missing_schema()
+            if missing:
+                # Without the uniqueness constraints every MERGE scans: a restore of 10,000
+                # memories slowed to 4 a second, and nothing would guard uniqueness after it.
+                raise ConfigurationError(
+                    f"Neo4j lacks {', '.join(missing)} after the schema was made: the restore "
+                    "writes nothing without them (see Neo4j's log, then run engram restore again)"
+                )
             self._bootstrapped.add((model, dimension))
         outcome = self._graph.write_documents(writes)
         written = set(outcome.written)
@@ -330,6 +357,9 @@ class Restorer:
             "key": doc.key,
             "version": doc.version,
             "ingested_at": _moment(document.get("ingested_at")),
+            # The fields the document was written from, hashed: an unchanged re-ingest after the
+            # restore is then skipped as before the loss (the rebuilt DocumentIn's would differ).
+            "fingerprint": _moment(document.get("fingerprint")),
             "memories": [
                 {
                     "id": point.id,

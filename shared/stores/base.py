@@ -200,6 +200,14 @@ class VectorStore(Protocol):
 
     def stamp(self, store_id: str) -> None: ...
 
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        """The API keys kept beside the collection (as Neo4j holds them: hashes, sealed secrets)."""
+        ...
+
+    def back_up_keys(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Keeps these API key rows beside the collection, in place of those kept before."""
+        ...
+
     def scroll_payloads(
         self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None
     ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]: ...

@@ -7,7 +7,9 @@ all in or not at all. Driver errors leave this module as ``shared.errors`` types
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -73,6 +75,14 @@ SCHEMA_MADE_MEANWHILE = frozenset(
 Row = dict[str, Any]
 
 
+def schema_names() -> tuple[str, ...]:
+    """Every constraint and index the store's schema makes, by name (the vector index too)."""
+    made = re.compile(r"^CREATE (?:CONSTRAINT|INDEX|FULLTEXT INDEX) (\w+) IF NOT EXISTS")
+    statements = (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA)
+    names = [found.group(1) for found in map(made.match, statements) if found is not None]
+    return (*names, q.VECTOR_INDEX)
+
+
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
@@ -131,6 +141,11 @@ class Neo4jStore:
         self._graph_schema_ready = False
         self._claims_guarded = False
         self._schema_lock = threading.Lock()
+        # The database the schema was made on (its store id), and when that was last checked.
+        self._schema_store_id: str | None = None
+        self._schema_checked_at = 0.0
+        self._claims_checked_at = 0.0
+        self._schema_check_s = settings.neo4j_schema_check_s
         self._retry_base_s = 5
         self._retry_cap_s = settings.reconcile_interval_s * 4
         self._driver = driver or GraphDatabase.driver(
@@ -192,10 +207,13 @@ class Neo4jStore:
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
         constraint can never be made, so every later write fails.
         """
+        self._claims_guarded = False  # made again: this may be another database than before
         self._guard_claims()
         for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
             self._schema(statement)
-        self._claim(iq.ENSURE_IDENTITY)
+        self._graph_schema_ready = True
+        self._schema_store_id = self._claim(iq.ENSURE_IDENTITY)[0]["store_id"]
+        self._schema_checked_at = time.monotonic()
         claimed = self._claim(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
         if (claimed["model"], claimed["dimension"]) != (model, dimension):
             refusal = self.model_claim().refuse_write(model, dimension)
@@ -235,9 +253,15 @@ class Neo4jStore:
                 if CONSTRAINT_BLOCKED not in str(exc) or attempt == 2:
                     raise
         self._claims_guarded = True
+        self._claims_checked_at = time.monotonic()
 
     def _claim(self, query: LiteralString, **params: Any) -> list[Row]:
-        """A write that MERGEs an ``EngramSchema`` node, once its constraint is made."""
+        """A write that MERGEs an ``EngramSchema`` node, once its constraint is made (looked at
+        again once per ``neo4j_schema_check_s``: the database may have been wiped meanwhile)."""
+        if self._claims_guarded and time.monotonic() - self._claims_checked_at >= self._schema_check_s:
+            self._claims_checked_at = time.monotonic()
+            names = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
+            self._claims_guarded = "engram_schema_id" in names
         self._guard_claims()
         return self._write(query, **params)
 
@@ -268,9 +292,36 @@ class Neo4jStore:
         rows = self._read(q.STORED_MODEL)
         return (rows[0]["model"], int(rows[0]["dimension"])) if rows else None
 
+    def missing_schema(self) -> list[str]:
+        """The constraints and indexes of the schema the database lacks (or holds not online)."""
+        present = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
+        present |= {row["name"] for row in self._read(q.SHOW_INDEX_NAMES)}
+        return [name for name in schema_names() if name not in present]
+
+    def _schema_gone(self) -> bool:
+        """Whether the database is not the one this object made the schema on (another store id:
+        wiped, replaced, restored) or lost part of it. Looked at once per ``neo4j_schema_check_s``."""
+        if not self._schema_ready or time.monotonic() - self._schema_checked_at < self._schema_check_s:
+            return False
+        self._schema_checked_at = time.monotonic()
+        store_id = self._read(q.STORE_ID)[0]["store_id"]
+        if store_id != self._schema_store_id:
+            return True
+        return bool(self.missing_schema())
+
+    def forget_schema(self) -> None:
+        """The next write or search makes the schema again (a new database was met)."""
+        self._schema_ready.clear()
+        self._claims_guarded = False
+        self._graph_schema_ready = False
+
     def ensure_schema(self, model: str, dimension: int) -> None:
-        """The schema for this model, made once per store object (by one of its threads)."""
+        """The schema for this model, made on every database this object meets: once, and again
+        when the store id changes or a constraint or index is found missing (a wiped primary
+        under running workers)."""
         with self._schema_lock:
+            if self._schema_gone():
+                self.forget_schema()
             if (model, dimension) not in self._schema_ready:
                 self.bootstrap(model, dimension)
                 self._write(q.REGISTER_MODEL, model=model, dimension=dimension)

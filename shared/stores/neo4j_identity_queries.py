@@ -51,7 +51,8 @@ RESTORE_MOMENTS = """
 UNWIND $rows AS row
 MATCH (d:Document {id: row.key})
 WHERE d.version = row.version
-SET d.ingested_at = CASE WHEN row.ingested_at IS NULL THEN d.ingested_at ELSE datetime(row.ingested_at) END
+SET d.ingested_at = CASE WHEN row.ingested_at IS NULL THEN d.ingested_at ELSE datetime(row.ingested_at) END,
+    d.fingerprint = coalesce(row.fingerprint, d.fingerprint)
 WITH d, row
 UNWIND row.memories AS memory
 MATCH (d)-[:HAS_CHUNK]->(m:Memory {id: memory.id})

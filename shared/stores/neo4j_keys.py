@@ -10,8 +10,9 @@ from typing import Any
 from shared.auth import ApiKey
 from shared.sealing import SecretBox
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_queries import SCHEMA_STATEMENTS
 
-CONSTRAINT = "CREATE CONSTRAINT api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE"
+CONSTRAINT = next(s for s in SCHEMA_STATEMENTS if " api_key_id " in s)
 
 ADD = """
 CREATE (k:ApiKey {id: $id, name: $name, scope: $scope, tenant: $tenant, secret_hash: $secret_hash,
@@ -76,3 +77,41 @@ class Neo4jKeyStore:
 
     def revoke_key(self, key_id: str, at: datetime) -> bool:
         return bool(self._store.write_rows(REVOKE, id=key_id, at=at))
+
+
+# The keys as Neo4j holds them, for the backup (shared/services/key_backup.py): moments as text.
+ROWS = """
+MATCH (k:ApiKey)
+RETURN k.id AS id, k.name AS name, k.scope AS scope, k.tenant AS tenant, k.secret_hash AS secret_hash,
+       k.signing_secret AS signing_secret, toString(k.created_at) AS created_at,
+       toString(k.revoked_at) AS revoked_at
+ORDER BY id
+"""
+
+# A key the primary holds is kept as it is, but a revocation is never undone: a key revoked in
+# either stays revoked.
+RESTORE = """
+UNWIND $rows AS r
+MERGE (k:ApiKey {id: r.id})
+ON CREATE SET k.name = r.name, k.scope = r.scope, k.tenant = r.tenant, k.secret_hash = r.secret_hash,
+              k.signing_secret = r.signing_secret, k.created_at = datetime(r.created_at)
+SET k.revoked_at = coalesce(k.revoked_at, CASE WHEN r.revoked_at IS NULL THEN null
+                                               ELSE datetime(r.revoked_at) END)
+RETURN count(k) AS n
+"""
+
+
+class Neo4jKeyRows:
+    """The ``ApiKey`` nodes as rows, untouched (hashes, sealed secrets): no box needed."""
+
+    def __init__(self, store: Neo4jStore) -> None:
+        self._store = store
+
+    def key_rows(self) -> list[dict[str, Any]]:
+        return self._store.read_rows(ROWS)
+
+    def restore_key_rows(self, rows: list[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
+        self._store.write_rows(CONSTRAINT)
+        return int(self._store.write_rows(RESTORE, rows=rows)[0]["n"])

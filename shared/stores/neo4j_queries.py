@@ -14,6 +14,7 @@ SCHEMA_STATEMENTS = (
     "CREATE CONSTRAINT deleted_memory_id IF NOT EXISTS FOR (t:DeletedMemory) REQUIRE t.id IS UNIQUE",
     "CREATE CONSTRAINT engram_schema_id IF NOT EXISTS FOR (s:EngramSchema) REQUIRE s.id IS UNIQUE",
     "CREATE CONSTRAINT deleted_document_id IF NOT EXISTS FOR (g:DeletedDocument) REQUIRE g.id IS UNIQUE",
+    "CREATE CONSTRAINT api_key_id IF NOT EXISTS FOR (k:ApiKey) REQUIRE k.id IS UNIQUE",
     "CREATE INDEX memory_user_id IF NOT EXISTS FOR (m:Memory) ON (m.user_id)",
     "CREATE INDEX memory_project_id IF NOT EXISTS FOR (m:Memory) ON (m.project_id)",
     "CREATE INDEX memory_session_id IF NOT EXISTS FOR (m:Memory) ON (m.session_id)",
@@ -52,6 +53,11 @@ SHOW_VECTOR_INDEX = (
 )
 
 AWAIT_INDEXES = "CALL db.awaitIndexes($timeout_s)"
+
+# What the database holds of the schema: a wiped or replaced database holds none of it.
+SHOW_CONSTRAINT_NAMES = "SHOW CONSTRAINTS YIELD name RETURN name"
+SHOW_INDEX_NAMES = "SHOW INDEXES YIELD name, state WHERE state = 'ONLINE' RETURN name"
+STORE_ID = "OPTIONAL MATCH (s:EngramSchema {id: 'identity'}) RETURN s.store_id AS store_id"
 
 # The model whose vectors the store holds: set by the first writer, checked by every later one.
 CLAIM_EMBEDDING_MODEL = """
@@ -158,7 +164,7 @@ OPTIONAL MATCH (d:Document)-[:HAS_CHUNK]->(m)
 OPTIONAL MATCH (t:DeletedMemory {id: id})
 RETURN id, m {.*, version: coalesce(m.version, 0)} AS memory,
        d {.external_id, .source, .uri, .metadata, .content_hash, .chunk_count, .ingested_at,
-          .created_at} AS document,
+          .created_at, .fingerprint} AS document,
        t {.id, .embedding_model, .embedding_dim, version: coalesce(t.version, 0)} AS tombstone
 """
 

@@ -39,6 +39,8 @@ STATE_FIELDS = ["version", "content_hash", "embedding_model"]
 HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
 _RETRYABLE_STATUS = {408, 429}
 IDENTITY_KEY = "engram_store_id"
+# The API keys, as Neo4j holds them (secret hashes, sealed signing secrets), for engram restore.
+KEYS_KEY = "engram_api_keys"
 
 
 def collection_name(prefix: str, model: str, dimension: int) -> str:
@@ -288,6 +290,16 @@ class QdrantStore:
         """Records the primary's store id in the collection's metadata."""
         with self._client() as client, _translated_errors("update collection"):
             client.update_collection(self.collection, metadata={IDENTITY_KEY: store_id})
+
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        with self._client() as client, _translated_errors("collection info"):
+            metadata = client.get_collection(self.collection).config.metadata or {}
+        found = metadata.get(KEYS_KEY)
+        return [dict(row) for row in found] if isinstance(found, list) else []
+
+    def back_up_keys(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        with self._client() as client, _translated_errors("update collection"):
+            client.update_collection(self.collection, metadata={KEYS_KEY: [dict(row) for row in rows]})
 
     def scroll_payloads(
         self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None

@@ -47,7 +47,14 @@ from shared.errors import ServiceUnavailable, VectorStoreRejected
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
-from shared.stores.qdrant import HINT, IDENTITY_KEY, KEYWORD_FIELDS, STATE_FIELDS, collection_name
+from shared.stores.qdrant import (
+    HINT,
+    IDENTITY_KEY,
+    KEYS_KEY,
+    KEYWORD_FIELDS,
+    STATE_FIELDS,
+    collection_name,
+)
 from shared.stores.qdrant_edge_migration import read_json, write_json
 
 if TYPE_CHECKING:
@@ -354,6 +361,17 @@ class EdgeStore:
         with self._shard("update collection"):
             metadata = self._connection.read_metadata(self.collection)
             self._connection.write_metadata(self.collection, {**metadata, IDENTITY_KEY: store_id})
+
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        with self._shard("collection info"):
+            found = self._connection.read_metadata(self.collection).get(KEYS_KEY)
+        return [dict(row) for row in found] if isinstance(found, list) else []
+
+    def back_up_keys(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        with self._shard("update collection"):
+            metadata = self._connection.read_metadata(self.collection)
+            kept = [dict(row) for row in rows]
+            self._connection.write_metadata(self.collection, {**metadata, KEYS_KEY: kept})
 
     def scroll_payloads(
         self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None

@@ -119,6 +119,8 @@ class FakeGraph:
         self.qdrant_points: int | None = None
         self.restore_states: dict[str, dict[str, Any]] = {}
         self.moments: list[dict[str, Any]] = []
+        self.missing: list[str] = []
+        """Constraints and indexes the database lacks (one Neo4j refused to make)."""
 
     # Schema.
 
@@ -131,6 +133,9 @@ class FakeGraph:
 
     def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
         self.ensure_schema(model, dimension)
+
+    def missing_schema(self) -> list[str]:
+        return list(self.missing)
 
     def register_model(self, model: str, dimension: int) -> None:
         """An EmbeddingModel node, as a past model (before a migration) leaves behind."""
@@ -428,6 +433,7 @@ class FakeVectors:
         """Run (once each, first in first) just before an upsert applies: to interleave writers."""
         self.upserts = 0
         self.metadata: dict[str, str] = {}
+        self.keys: list[dict[str, Any]] = []
 
     def _check(self) -> None:
         if self.fail_with is not None:
@@ -485,6 +491,14 @@ class FakeVectors:
     def stamp(self, store_id: str) -> None:
         self._check()
         self.metadata["engram_store_id"] = store_id
+
+    def backed_up_keys(self) -> list[dict[str, Any]]:
+        self._check()
+        return [dict(row) for row in self.keys]
+
+    def back_up_keys(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._check()
+        self.keys = [dict(row) for row in rows]
 
     def scroll_payloads(
         self, after: str | None, limit: int, fields: Sequence[str], user_id: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from shared.errors import ConfigurationError
 from shared.services.backup import QdrantSource
 from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
@@ -257,3 +258,18 @@ def test_restore_to_qdrant_rebuilds_a_lost_backup() -> None:
     check = stack.reconciler().run()
     assert check.primary_lost is None and check.drift_found.orphan_points == 0
     assert stack.vectors.identity() == "store-a"
+
+
+def test_restore_writes_nothing_to_a_database_without_its_schema_and_names_what_is_missing() -> None:
+    # Given a wiped primary that lacks two parts of its schema after the bootstrap
+    stack = _synced_and_checked()
+    stack.wipe()
+    stack.graph.missing = ["memory_id", "memory_user_id"]
+
+    # When it is restored
+    with pytest.raises(ConfigurationError) as refused:
+        stack.restorer().to_neo4j(QdrantSource(stack.vectors))
+
+    # Then nothing was written, and the refusal names what is missing
+    assert stack.graph.memories == {}
+    assert "memory_id, memory_user_id" in str(refused.value)
