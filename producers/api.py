@@ -30,11 +30,13 @@ from starlette.types import Scope
 
 from producers import admin, health, metrics_api, status_page
 from producers.arrival import StampArrival, arrived
-from producers.auth import AuthGuard, caller_of
+from producers.auth import CALLER, AuthGuard, caller_of
 from producers.bodies import JsonBody, add_body_schemas
+from producers.body_policy import BodyPolicy, unverified_reads
 from producers.client import EngramClient
 from producers.edge import BodyGuard, one_value_each, problem_body
 from producers.entities_api import router as entities_router
+from producers.health_cache import reuse_slow
 from producers.n8n_items import N8nItem, is_n8n_item
 from producers.searches import Searches
 from producers.slow_clients import BodyDeadline
@@ -141,9 +143,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
 
-# Swagger UI and ReDoc load their scripts from a CDN: a production app serves neither (the
-# OpenAPI document itself, /openapi.json, stays).
-_PAGES = get_settings().env == "development"
+# Swagger UI and ReDoc load their scripts from a CDN: served only when asked for
+# (ENGRAM_API_DOCS); the OpenAPI document itself, /openapi.json, stays.
+_PAGES = get_settings().api_docs
 
 app = FastAPI(
     title="Engram",
@@ -155,7 +157,15 @@ app = FastAPI(
     dependencies=[Depends(one_value_each)],
 )
 app.include_router(admin.router, responses=ERRORS)
-app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes)
+# A body is read only for a route that takes it, up to a limit set by whether a key vouched for
+# the caller (producers.body_policy).
+_body_policy = BodyPolicy(
+    routes=app.router.routes,
+    settings=get_settings,
+    verified=lambda scope: CALLER in scope,
+    reads=unverified_reads,
+)
+app.add_middleware(BodyGuard, limit=lambda: get_settings().max_request_bytes, policy=_body_policy)
 # Before the body is read: an anonymous request is refused without reading it.
 app.add_middleware(AuthGuard, settings=get_settings, authenticator=authenticator)
 # Outside both readers of a body: one not complete within ENGRAM_API_BODY_TIMEOUT_S is a 408.
@@ -290,7 +300,8 @@ async def internal_error(_: Request, exc: Exception) -> Response:
 
 @lru_cache(maxsize=1)
 def default_probes() -> health.Probes:
-    return health.default_probes(get_settings())
+    # The workers' broadcast waits out its timeout: its reading is reused briefly (health_cache).
+    return reuse_slow(health.default_probes(get_settings()))
 
 
 async def probes() -> health.Probes:

@@ -4,8 +4,9 @@
 (``ENGRAM_ALLOWED_HOSTS``: a DNS-rebinding page naming its own host is refused, 400). Every
 ``/api`` request must then carry an API key — ``Authorization: Bearer <key>`` or
 ``X-API-Key: <key>`` (n8n's Header Auth) — or be a signed webhook (``X-Engram-Key-Id``,
-``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: the body is read,
-bounded, to check it). An
+``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: once the key id
+and timestamp hold, the body is read, bounded, to check it, holding one of
+``ENGRAM_API_UNVERIFIED_READS`` slots: ``producers.body_policy``). An
 anonymous request is answered 401 without its body being read. The caller is put in the ASGI scope
 for the routes (``caller``). ``/metrics`` is checked as ``/api`` is (its route wants an admin
 key). ``/healthz`` and the OpenAPI pages are open.
@@ -23,7 +24,8 @@ from collections.abc import Callable
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from producers.edge import BodyTooLarge, answer, read_body, replay
+from producers.body_policy import UnverifiedReads, unverified_reads
+from producers.edge import BodyTooLarge, answer, read_body, replay, too_many_unverified
 from shared.auth import LOCAL_CALLER, Authenticator, Caller
 from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.settings import Settings, is_loopback
@@ -78,11 +80,16 @@ def caller_of(scope: Scope) -> Caller:
 
 class AuthGuard:
     def __init__(
-        self, app: ASGIApp, settings: Callable[[], Settings], authenticator: Callable[[], Authenticator]
+        self,
+        app: ASGIApp,
+        settings: Callable[[], Settings],
+        authenticator: Callable[[], Authenticator],
+        reads: UnverifiedReads = unverified_reads,
     ) -> None:
         self.app = app
         self.settings = settings
         self.authenticator = authenticator
+        self.reads = reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,7 +133,12 @@ class AuthGuard:
                     headers.get("x-engram-key-id", ""),
                     headers.get("x-engram-timestamp", ""),
                 )
-                body = await read_body(receive, settings.max_request_bytes)
+                # Read before its signature can vouch for it: one of a few such reads at once.
+                with self.reads.slot() as free:
+                    if not free:
+                        await too_many_unverified(send)
+                        return
+                    body = await read_body(receive, settings.max_request_bytes)
                 if body is None:
                     return
                 receive = replay(body, receive)

@@ -3,7 +3,8 @@ body every 4xx and 5xx carries.
 
 ``BodyGuard`` is a pure ASGI middleware. It reads the body itself, counting bytes whatever the
 transfer encoding (a chunked body declares no length), and answers 413 the moment it passes
-``ENGRAM_MAX_REQUEST_BYTES``; a URL path holding a control character is refused (400). A JSON body
+``ENGRAM_MAX_REQUEST_BYTES`` (less for an anonymous caller, nothing for a path no route takes:
+``producers.body_policy``); a URL path holding a control character is refused (400). A JSON body
 is then parsed once strictly — duplicate keys, ``NaN`` and ``Infinity``, unpaired surrogates and
 bytes that are not UTF-8 are refused with a 422 naming the problem — and handed on to the app
 unchanged. So no route, validator or error handler ever holds input that cannot be stored or
@@ -25,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from producers.body_policy import MAX_REQUEST_BYTES, Allowance, BodyPolicy, body_announced, routed
 from producers.threads import INLINE_BYTES, off_the_loop
 from shared.api_models import Problem, ProblemItem
 
@@ -146,9 +148,10 @@ def _is_list(annotation: Any) -> bool:
 class BodyGuard:
     """Bounds every body by bytes received and checks JSON bodies strictly (see the module)."""
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(self, app: ASGIApp, limit: Callable[[], int], policy: BodyPolicy | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.policy = policy  # None: every body may be read up to ``limit``, by anyone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -159,14 +162,29 @@ class BodyGuard:
             # before a final newline): no id holds a control character, so no path may.
             await answer(send, 400, "the URL path holds a control character")
             return
-        limit = self.limit()
+        policy = self.policy
+        if policy is not None and not routed(scope, policy.routes):
+            # No route takes it: the router's 404 or 405, and not a byte of a body read.
+            await self.app(scope, replay(b"", receive), _closing(send) if body_announced(scope) else send)
+            return
+        allowed = policy.allowance(scope) if policy else Allowance(self.limit(), MAX_REQUEST_BYTES, True)
+        limit = allowed.limit
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         declared = headers.get("content-length", "")
         if declared.isascii() and declared.isdigit() and int(declared) > limit:
-            await answer(send, 413, f"request body is {declared} bytes; {_limit_text(limit)}")
+            await answer(
+                send, 413, f"request body is {declared} bytes; {_limit_text(limit, allowed.setting)}"
+            )
             return
         try:
-            body = await read_body(receive, limit)
+            if allowed.verified or policy is None or not body_announced(scope):
+                body = await read_body(receive, limit, allowed.setting)
+            else:
+                with policy.reads.slot() as free:
+                    if not free:
+                        await too_many_unverified(send)
+                        return
+                    body = await read_body(receive, limit, allowed.setting)
         except BodyTooLarge as exc:
             await answer(send, 413, str(exc))
             return
@@ -188,9 +206,9 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, counted as it is received (raises ``BodyTooLarge`` past ``limit``); None
-    when the client went away first."""
+async def read_body(receive: Receive, limit: int, setting: str = MAX_REQUEST_BYTES) -> bytes | None:
+    """The whole body, counted as it is received (raises ``BodyTooLarge`` past ``limit``, the
+    value of ``setting``); None when the client went away first."""
     body = bytearray()
     while True:
         message = await receive()
@@ -198,13 +216,32 @@ async def read_body(receive: Receive, limit: int) -> bytes | None:
             return None
         body += message.get("body", b"")
         if len(body) > limit:
-            raise BodyTooLarge(f"request body passed {limit} bytes; {_limit_text(limit)}")
+            raise BodyTooLarge(f"request body passed {limit} bytes; {_limit_text(limit, setting)}")
         if not message.get("more_body", False):
             return bytes(body)
 
 
-def _limit_text(limit: int) -> str:
-    return f"the limit is {limit} (ENGRAM_MAX_REQUEST_BYTES)"
+def _limit_text(limit: int, setting: str) -> str:
+    return f"the limit is {limit} ({setting})"
+
+
+async def too_many_unverified(send: Send) -> None:
+    """503 to a body that would be read before any key vouches for its sender, when
+    ``ENGRAM_API_UNVERIFIED_READS`` such bodies are being read (``producers.body_policy``)."""
+    detail = "too many bodies of unverified senders are being read (ENGRAM_API_UNVERIFIED_READS); retry"
+    await answer(send, 503, detail, extra=[(b"retry-after", b"1"), (b"connection", b"close")], service="api")
+
+
+def _closing(send: Send) -> Send:
+    """A ``send`` whose answer closes the connection (a body announced and left unread)."""
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+
+    return closing
 
 
 def replay(body: bytes, receive: Receive) -> Receive:

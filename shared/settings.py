@@ -405,7 +405,21 @@ class Settings(BaseSettings):
         description="Searches one app process holds waiting at once; more get 503 with Retry-After.",
     )
     api_max_connections: int = Field(
-        1000, ge=1, description="Connections and requests one app process takes at once; more get 503."
+        1000, ge=1, description="Connections one app process holds; past it the oldest idle one is closed."
+    )
+    api_max_connections_per_client: int = Field(
+        100,
+        ge=1,
+        description="Connections one client address holds at once; more get 503 (behind a proxy: raise it).",
+    )
+    api_anonymous_body_bytes: int = Field(
+        8192, ge=0, description="Largest body of a request no key vouches for (/ui/signin, the status page)."
+    )
+    api_unverified_reads: int = Field(
+        8, ge=1, description="Bodies read at once before a key vouches for them (signed webhooks); more: 503."
+    )
+    api_docs: bool = Field(
+        False, description="Serves /docs and /redoc (their pages load scripts from a CDN)."
     )
     api_keep_alive_s: int = Field(5, ge=1, description="An idle kept-alive connection is closed after this.")
     api_header_timeout_s: float = Field(
