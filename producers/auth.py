@@ -7,9 +7,10 @@
 ``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: once the key id
 and timestamp hold, the body is read, bounded, to check it, holding one of
 ``ENGRAM_API_UNVERIFIED_READS`` slots: ``producers.body_policy``). An
-anonymous request is answered 401 without its body being read. The caller is put in the ASGI scope
-for the routes (``caller``). ``/metrics`` is checked as ``/api`` is (its route wants an admin
-key). ``/healthz`` and the OpenAPI pages are open.
+anonymous request is answered 401 without its body being read. Failed keys are counted per
+address and key id (``shared/failed_tries.py``): past the bound, 429 before any key is looked up.
+The caller is put in the ASGI scope for the routes (``caller``). ``/metrics`` is checked as
+``/api`` is (its route wants an admin key). ``/healthz`` and the OpenAPI pages are open.
 
 With ``ENGRAM_AUTH_MODE=local`` there are no keys: every request acts as an admin, and only
 loopback clients are served (settings refuse a non-loopback ``ENGRAM_API_HOST`` in that mode).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
+from functools import lru_cache, partial
 
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,8 +29,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from producers.body_policy import UnverifiedReads, unverified_reads
 from producers.edge import BodyTooLarge, answer, read_body, replay, too_many_unverified
 from shared.auth import LOCAL_CALLER, Authenticator, Caller
-from shared.errors import ServiceUnavailable, Unauthenticated
-from shared.settings import Settings, is_loopback
+from shared.errors import ServiceUnavailable, TooManyFailures, Unauthenticated
+from shared.failed_tries import FailedTries, key_id_of
+from shared.redis_client import connect
+from shared.settings import Settings, get_settings, is_loopback
 
 CALLER = "engram.caller"
 # Headers that name the caller or its signature: each may appear once in a request.
@@ -70,6 +74,20 @@ def host_allowed(header: str, allowed: list[str]) -> bool:
     return False
 
 
+@lru_cache(maxsize=1)
+def failed_tries() -> FailedTries:
+    """The app's counts of failed key checks (Redis, so every app process agrees)."""
+    s = get_settings()
+    return FailedTries(
+        connect(s), s.auth_failures_per_address, s.auth_failures_per_key, s.auth_failures_window_s
+    )
+
+
+def address_of(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
 def caller_of(scope: Scope) -> Caller:
     """The caller ``AuthGuard`` found for this request."""
     found = scope.get(CALLER)
@@ -85,11 +103,13 @@ class AuthGuard:
         settings: Callable[[], Settings],
         authenticator: Callable[[], Authenticator],
         reads: UnverifiedReads = unverified_reads,
+        tries: Callable[[], FailedTries] = failed_tries,
     ) -> None:
         self.app = app
         self.settings = settings
         self.authenticator = authenticator
         self.reads = reads
+        self.tries = tries
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -150,7 +170,14 @@ class AuthGuard:
                     body,
                 )
             else:
-                scope[CALLER] = await anyio.to_thread.run_sync(self.authenticator().bearer, _token(headers))
+                token = _token(headers)
+                bearer = partial(self.authenticator().bearer, token)
+                scope[CALLER] = await anyio.to_thread.run_sync(
+                    self.tries().check, address_of(scope), key_id_of(token), bearer
+                )
+        except TooManyFailures as exc:
+            await answer(send, 429, str(exc), extra=[(b"retry-after", str(exc.retry_after_s).encode())])
+            return
         except Ambiguous as exc:
             await answer(send, 400, str(exc))
             return

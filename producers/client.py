@@ -21,6 +21,7 @@ import redis
 from celery import Celery
 
 from shared.auth import NewKey, make_key, new_signing_secret
+from shared.confusables import refuse_look_alike
 from shared.errors import (
     DocumentTooLarge,
     DuplicateDocument,
@@ -87,6 +88,7 @@ FINAL_STATES = frozenset({"done", "failed", "unchanged"})
 
 
 def check_document(document: DocumentIn, settings: Settings) -> None:
+    refuse_look_alike(document.user_id, settings.allow_lookalike_tenants)
     size = len(document.text.encode("utf-8"))
     if size > settings.max_document_bytes:
         raise DocumentTooLarge(
@@ -416,14 +418,9 @@ class EngramClient:
         return self._progress.recent(user_id, limit)
 
     def failures(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
-        """Documents recorded failed, newest first: a tenant's, or every tenant's (None). A scan
-        of the progress records (for the status page and replays, not for hot paths)."""
-        found = [
-            record
-            for record in self._progress.failed().values()
-            if user_id is None or record.user_id == user_id
-        ]
-        return sorted(found, key=lambda record: record.updated_at, reverse=True)[:limit]
+        """Documents recorded failed, newest first: a tenant's, or every tenant's (None), from
+        the failure index (shared/progress.py), not a scan."""
+        return self._progress.failures(user_id, limit)
 
     def queue_depths(self) -> dict[str, int]:
         with translated_errors():
@@ -504,6 +501,8 @@ class EngramClient:
         return secret
 
     def create_key(self, name: str, tenant: str | None, signing: bool = False) -> NewKey:
+        if tenant is not None:
+            refuse_look_alike(tenant, self.settings.allow_lookalike_tenants)
         stored, shown = make_key(name, "tenant" if tenant else "admin", tenant, signing, utc_now())
         self.key_store().add_key(stored)
         return shown

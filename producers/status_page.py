@@ -16,7 +16,7 @@ ids, texts and reasons render as text. No script runs on the page: its CSP is ``
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -29,12 +29,16 @@ from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
 from producers.arrival import arrived
+from producers.auth import address_of, failed_tries
 from producers.client import EngramClient
-from producers.ui_session import COOKIE, COOKIE_PATH, Session, Sessions
+from producers.ui_cache import StoreReadings
+from producers.ui_session import COOKIE, COOKIE_PATH, Session, Sessions, SignOuts
 from shared.auth import Authenticator, Caller
-from shared.errors import EngramError, Forbidden, InvalidInput, Unauthenticated
+from shared.errors import EngramError, Forbidden, InvalidInput, TooManyFailures, Unauthenticated
+from shared.failed_tries import key_id_of
 from shared.graph.entities import normalise
 from shared.models import Identifier, SearchRequest
+from shared.redis_client import connect
 from shared.settings import get_settings, is_loopback
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -74,6 +78,11 @@ def sessions() -> Sessions:
     return Sessions.of(get_settings())
 
 
+@lru_cache(maxsize=1)
+def sign_outs() -> SignOuts:
+    return SignOuts(connect(get_settings()))
+
+
 def _local(request: Request) -> bool:
     """ENGRAM_AUTH_MODE=local, for a loopback client: no keys, every caller an admin."""
     client = request.client
@@ -84,6 +93,11 @@ async def _signed_in(request: Request) -> Session | None:
     """The session of the request's cookie, while its key is still live."""
     session = sessions().read(request.cookies.get(COOKIE))
     if session is None:
+        return None
+    try:
+        if await run_in_threadpool(sign_outs().ended, session):
+            return None
+    except EngramError:  # cannot tell whether it was signed out: it is not taken
         return None
     if session.key_id is None:  # a local-mode sign-in holds only while the mode is local
         return session if _local(request) else None
@@ -161,7 +175,14 @@ async def sign_in(request: Request) -> Response:
         session_of: tuple[str | None, str | None] = (None, None)
     else:
         try:
-            caller = await run_in_threadpool(_authenticator().bearer, key)
+            check = partial(_authenticator().bearer, key)
+            caller = await run_in_threadpool(
+                failed_tries().check, address_of(request.scope), key_id_of(key), check
+            )
+        except TooManyFailures as exc:
+            answer = _signin(request, 429, f"Too many failed sign-ins: retry in {exc.retry_after_s} s.")
+            answer.headers["Retry-After"] = str(exc.retry_after_s)
+            return answer
         except Unauthenticated:
             return _signin(request, 401, "That key is not a live Engram API key.")
         except EngramError as exc:
@@ -188,6 +209,11 @@ async def sign_out(request: Request) -> Response:
         _same_origin(request) and session.csrf_matches((await _form(request)).get("csrf"))
     ):
         return _refused(request, 403, "Refused: the request did not come from this page.", session)
+    if session is not None:
+        try:
+            await run_in_threadpool(sign_outs().end, session, sessions().max_age_s)
+        except EngramError as exc:
+            return _refused(request, 503, f"Cannot sign out now: {exc}", session)
     response = _redirect(COOKIE_PATH)
     response.delete_cookie(
         COOKIE, path=COOKIE_PATH, secure=request.url.scheme == "https", httponly=True, samesite="strict"
@@ -204,7 +230,8 @@ async def status(request: Request, tenant: TenantQuery = None, q: SearchText = N
     view = await run_in_threadpool(_gather, session, scope)
     if q:
         view["search"] = await _search(scope, q, request)
-    return _page(request, "status.html", session=session, tenant=scope, q=q or "", **view)
+    notice = sessions().read_notice(request.query_params.get("notice"))
+    return _page(request, "status.html", session=session, tenant=scope, q=q or "", notice=notice, **view)
 
 
 @router.get("/entities/{name:path}")
@@ -254,25 +281,40 @@ async def replay(request: Request) -> Response:
         else "not replayed: it is no longer failed"
     )
     back = tenant if session.admin and form.get("back") == "tenant" else ""
-    return _redirect(COOKIE_PATH, tenant=back, notice=f"{form.get('document_id', '')}: {outcome}")
+    notice = sessions().notice(f"{form.get('document_id', '')}: {outcome}")
+    return _redirect(COOKIE_PATH, tenant=back, notice=notice)
 
 
 def _caller(session: Session) -> Caller:
     return Caller(key_id=session.key_id, tenant=session.tenant)
 
 
+@lru_cache(maxsize=1)
+def _store_readings() -> StoreReadings:
+    return StoreReadings(get_settings().ui_cache_s)
+
+
 def _gather(session: Session, tenant: str | None) -> dict[str, Any]:
-    """What the page shows; each part read on its own, so a store down leaves the others."""
-    from producers.metrics_api import read_stores
+    """What the page shows; each part read on its own, so a store down leaves the others. The
+    store's readings are /metrics's (cached ENGRAM_METRICS_CACHE_S), a tenant's counts and
+    entities cached ENGRAM_UI_CACHE_S; the newest ingestions and failures are Redis indexes."""
+    from producers.metrics_api import store_readings
 
     view: dict[str, Any] = {"errors": {}}
     client = _client()
-    view["readings"] = read_stores() if session.admin else None
+    cached = _store_readings()
+    view["readings"] = store_readings() if session.admin else None
     parts: dict[str, Any] = {
-        "overview": (lambda: client.tenant_overview(tenant)) if tenant else None,
+        "overview": (lambda: cached.read(("overview", tenant), lambda: client.tenant_overview(tenant)))
+        if tenant
+        else None,
         "recent": lambda: client.recent_ingestions(tenant, SHOWN),
         "failures": lambda: client.failures(tenant, SHOWN),
-        "entities": (lambda: client.list_entities(tenant, None, None, None, 20, 0).entities)
+        "entities": (
+            lambda: cached.read(
+                ("entities", tenant), lambda: client.list_entities(tenant, None, None, None, 20, 0).entities
+            )
+        )
         if tenant
         else None,
     }

@@ -8,25 +8,34 @@ its tenant (none for an admin key) and a random CSRF token; it expires after
 ``ENGRAM_UI_SESSION_S``. Each request looks the key up again (``Authenticator.live``), so a
 revoked key's sign-ins end within ``ENGRAM_AUTH_CACHE_S``.
 
+Signing out ends the session at once, wherever its cookie is kept: the session's id (a hash of
+its CSRF token, random with each sign-in) is written to Redis (``SignOuts``) until its token
+would expire anyway, and a token of an ended session is read as no session.
+
 The cookie is ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no other site's page sends
 it), ``Path=/ui`` (no other route receives it) and ``Secure`` when the page is served over HTTPS.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets as token_source
 from dataclasses import dataclass
 
+import redis
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from shared import secrets
+from shared.redis_client import translated_errors
 from shared.settings import Settings
 
 COOKIE = "engram_ui"
 COOKIE_PATH = "/ui"
 SESSION_KEY_FILE = "ui-session.key"
 _SALT = "engram-ui-session"
+_NOTICE_SALT = "engram-ui-notice"
+NOTICE_S = 300  # a notice is for the page the server redirects to, not for a link kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +53,35 @@ class Session:
     def csrf_matches(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.csrf.encode())
 
+    @property
+    def id(self) -> str:
+        """Names the session (not its CSRF token) where it is recorded signed out."""
+        return hashlib.sha256(self.csrf.encode()).hexdigest()[:32]
+
+
+class SignOuts:
+    """The sessions signed out before their tokens expire, in Redis: every app process agrees."""
+
+    _PREFIX = "engram:ui:signed-out:"
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._redis = client
+
+    def end(self, session: Session, ttl_s: int) -> None:
+        with translated_errors():
+            self._redis.set(self._PREFIX + session.id, 1, ex=max(1, ttl_s))
+
+    def ended(self, session: Session) -> bool:
+        with translated_errors():
+            return bool(self._redis.exists(self._PREFIX + session.id))
+
 
 class Sessions:
     """Makes and reads the sign-in tokens."""
 
     def __init__(self, secret: str, max_age_s: int) -> None:
         self._serializer = URLSafeTimedSerializer(secret, salt=_SALT)
+        self._notices = URLSafeTimedSerializer(secret, salt=_NOTICE_SALT)
         self.max_age_s = max_age_s
 
     @classmethod
@@ -66,6 +98,20 @@ class Sessions:
         session = Session(key_id=key_id, tenant=tenant, csrf=token_source.token_urlsafe(24))
         token = self._serializer.dumps({"k": key_id, "t": tenant, "c": session.csrf})
         return session, token
+
+    def notice(self, text: str) -> str:
+        """A notice of the server's for the next page, signed: ``/ui?notice=`` shows no other text."""
+        return self._notices.dumps(text)
+
+    def read_notice(self, token: str | None) -> str | None:
+        """The notice a token holds, or None if the server did not write it (or long ago)."""
+        if not token:
+            return None
+        try:
+            text = self._notices.loads(token, max_age=NOTICE_S)
+        except BadSignature:
+            return None
+        return text if isinstance(text, str) else None
 
     def read(self, token: str | None) -> Session | None:
         """The session a token names, or None if it is absent, altered, of another secret or expired."""

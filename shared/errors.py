@@ -32,6 +32,14 @@ class Unauthenticated(PermanentError):
     """No API key, an unknown or revoked one, or a webhook signature that does not hold (401)."""
 
 
+class TooManyFailures(Unauthenticated):
+    """Too many failed sign-ins or keys from this address, or for this key id, just now (a 429)."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"too many failed attempts with API keys; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
 class Forbidden(PermanentError):
     """A valid key naming a tenant it does not act for (403)."""
 
@@ -117,6 +125,7 @@ __all__ = [
     "SearchTimeout",
     "ServiceUnavailable",
     "StagingMissing",
+    "TooManyFailures",
     "TransientError",
     "Unauthenticated",
     "VectorStoreRejected",

@@ -5,10 +5,16 @@ failed, which Neo4j cannot know. Every record carries the version of the ingesti
 and an update never moves a record backwards: an older version's news, or an earlier stage's
 news about the same version arriving late (a producer marking "queued" after the worker already
 started), is dropped. So the order in which producers and workers write does not matter.
+
+Failed documents are indexed as they fail (``engram:failed``, and ``engram:failed:t:<tenant>``
+once the record is named), scored by the moment of failure: the status page reads a tenant's
+newest failures from its index, never by scanning every tenant's records. An entry whose
+record expired or left ``failed`` is dropped when read.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +30,10 @@ _PREFIX = "engram:doc:"
 _RECENT = "engram:recent"
 RECENT_KEPT = 1000
 RECENT_KEPT_A_TENANT = 200
+_FAILED = "engram:failed"
+_FAILED_OF = "engram:failed:t:"  # + tenant
+# Set once the records failed before the index existed are in it (one scan, on first read).
+_FAILED_INDEXED = "engram:failed-indexed"
 
 # A version that is done stays done: a late failure of the same version (a duplicate delivery
 # finding its batch already cleaned up) cannot mark stored memories failed; a failed version can
@@ -40,9 +50,27 @@ RANK: dict[str, int] = {
 }
 
 # KEYS: document keys. ARGV: versions (one per key, then) state, rank, error, updated_at, ttl,
-# batch ('' keeps the recorded one), force ('1': same version, any rank — a replay).
+# batch ('' keeps the recorded one), force ('1': same version, any rank — a replay), now (Unix
+# seconds). A record written failed enters the failure indexes; one written otherwise leaves them.
+# Names keys it is not given (the indexes): one Redis, not a cluster.
 _SET = """
 local n = #KEYS
+local function index(key, failed, now)
+    local doc = string.sub(key, 12)
+    local user = redis.call('HGET', key, 'user_id')
+    if failed then
+        redis.call('HSET', key, 'failed_at', now)
+        redis.call('ZADD', 'engram:failed', now, doc)
+        redis.call('ZREMRANGEBYSCORE', 'engram:failed', '-inf', now - tonumber(ARGV[n + 5]))
+        if user then
+            redis.call('ZADD', 'engram:failed:t:' .. user, now, doc)
+            redis.call('EXPIRE', 'engram:failed:t:' .. user, ARGV[n + 5])
+        end
+    else
+        redis.call('ZREM', 'engram:failed', doc)
+        if user then redis.call('ZREM', 'engram:failed:t:' .. user, doc) end
+    end
+end
 for i = 1, n do
     local version = tonumber(ARGV[i])
     local current = redis.call('HMGET', KEYS[i], 'version', 'rank')
@@ -55,6 +83,7 @@ for i = 1, n do
                    'error', ARGV[n + 3], 'updated_at', ARGV[n + 4])
         if ARGV[n + 6] ~= '' then redis.call('HSET', KEYS[i], 'batch', ARGV[n + 6]) end
         redis.call('EXPIRE', KEYS[i], ARGV[n + 5])
+        index(KEYS[i], ARGV[n + 1] == 'failed', ARGV[n + 8])
     end
 end
 return n
@@ -71,6 +100,22 @@ for i = 1, #KEYS do
     end
 end
 return #KEYS
+"""
+
+
+# KEYS: document keys just named. ARGV: their tenants, then the ttl. A record that failed before
+# it was named (a worker faster than its producer) enters its tenant's failure index now.
+_NAMED = """
+local n = #KEYS
+for i = 1, n do
+    local fields = redis.call('HMGET', KEYS[i], 'state', 'failed_at')
+    if fields[1] == 'failed' and fields[2] then
+        local index = 'engram:failed:t:' .. ARGV[i]
+        redis.call('ZADD', index, fields[2], string.sub(KEYS[i], 12))
+        redis.call('EXPIRE', index, ARGV[n + 1])
+    end
+end
+return n
 """
 
 
@@ -117,6 +162,7 @@ class Progress:
         self._set = client.register_script(_SET)
         self._counts = client.register_script(_COUNTS)
         self._count_page = client.register_script(_COUNT_PAGE)
+        self._named = client.register_script(_NAMED)
 
     def set(
         self,
@@ -133,7 +179,7 @@ class Progress:
             part = pairs[start : start + 500]
             args = [str(version) for _, version in part]
             args += [state, str(RANK[state]), error or "", utc_now().isoformat(), str(self._ttl_s)]
-            args += [batch or "", "1" if force else "0"]
+            args += [batch or "", "1" if force else "0", str(int(time.time()))]
             with translated_errors():
                 self._set(keys=[_PREFIX + key for key, _ in part], args=args)
 
@@ -166,6 +212,8 @@ class Progress:
                 pipe.expire(f"{_RECENT}:{user_id}", self._ttl_s)
             pipe.zremrangebyrank(_RECENT, 0, -RECENT_KEPT - 1)
             pipe.execute()
+            keys = [_PREFIX + key for key, *_ in rows]
+            self._named(keys=keys, args=[user_id for _, user_id, *_ in rows] + [str(self._ttl_s)])
 
     def recent(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
         """The newest ingestions, newest first: a tenant's, or every tenant's (None). A record
@@ -202,6 +250,50 @@ class Progress:
                     if len(found) >= limit:
                         return found
         return found
+
+    def failures(self, user_id: str | None, limit: int = 50) -> list[ProgressRecord]:
+        """The newest failed documents, newest first: a tenant's, or every tenant's (None), read
+        from the failure index a page at a time. Entries whose record expired or is no longer
+        failed are dropped from the index as they are met."""
+        self._index_earlier_failures()
+        index = _FAILED if user_id is None else _FAILED_OF + user_id
+        found: list[ProgressRecord] = []
+        start, page = 0, max(limit, 50)
+        with translated_errors():
+            self._redis.zremrangebyscore(index, "-inf", time.time() - self._ttl_s)
+        while len(found) < limit:
+            with translated_errors():
+                page_of = cast(list[bytes], self._redis.zrevrange(index, start, start + page - 1))
+            keys = [raw.decode() for raw in page_of]
+            if not keys:
+                break
+            stale = []
+            for key, record in zip(keys, self.records(keys), strict=True):
+                if record is None or record.state != "failed":
+                    stale.append(key)
+                elif user_id is None or record.user_id == user_id:
+                    found.append(record)
+            if stale:
+                with translated_errors():
+                    self._redis.zrem(index, *stale)
+            start += page - len(stale)
+        return found[:limit]
+
+    def _index_earlier_failures(self) -> None:
+        """Once per Redis: the failed records written before the index existed enter it (a scan)."""
+        with translated_errors():
+            if self._redis.exists(_FAILED_INDEXED):
+                return
+            earlier = self.failed()
+            pipe = self._redis.pipeline(transaction=False)
+            for key, record in earlier.items():
+                moment = record.updated_at.timestamp()
+                pipe.zadd(_FAILED, {key: moment})
+                if record.user_id is not None:
+                    pipe.zadd(_FAILED_OF + record.user_id, {key: moment})
+                    pipe.expire(_FAILED_OF + record.user_id, self._ttl_s)
+            pipe.set(_FAILED_INDEXED, 1)
+            pipe.execute()
 
     def count_states(self, page: int = 1000) -> dict[str, int]:
         """How many documents are in each state: a scan, a page a call, each page counted inside

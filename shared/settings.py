@@ -388,12 +388,25 @@ class Settings(BaseSettings):
     auth_stale_s: float = Field(
         3600.0, ge=0, description="How long a key seen before still works while Neo4j is unreachable."
     )
+    auth_failures_per_address: int = Field(
+        100, ge=1, description="Failed keys or sign-ins from one address within the window before 429."
+    )
+    auth_failures_per_key: int = Field(
+        20, ge=1, description="Failed keys or sign-ins naming one key id within the window before 429."
+    )
+    auth_failures_window_s: int = Field(
+        60, ge=1, description="The window failed key checks are counted in (and a 429 lasts at most)."
+    )
     webhook_tolerance_s: float = Field(
         300.0, gt=0, description="How far a signed webhook's timestamp may be from now."
     )
 
     strict_tenants: bool = Field(
         False, description="engram keys create refuses a tenant confusable with an existing one (else warns)."
+    )
+    allow_lookalike_tenants: bool = Field(
+        False,
+        description="Take tenants that read as another ASCII name (a Cyrillic a, a fullwidth a); else 422.",
     )
 
     api_workers: int = Field(
@@ -445,6 +458,9 @@ class Settings(BaseSettings):
     )
     metrics_cache_s: float = Field(
         10.0, ge=0, description="How long /metrics reuses the counts it read from Redis and Neo4j."
+    )
+    ui_cache_s: float = Field(
+        5.0, ge=0, description="How long the status page reuses a tenant's counts and entities it read."
     )
     ui_session_key: SecretStr | None = Field(
         None,

@@ -53,6 +53,15 @@ def normalise(name: str) -> str:
     return text
 
 
+def entity_key(name: str) -> str:
+    """The key a name asked for resolves to: a date, written any way the extractor reads one
+    ("3 May 2024", "May 3, 2024"), is its ISO key ("2024-05-03"), as it was stored; any other name
+    is its normalised form. So every entity listed can be asked for by the name it is shown by."""
+    date = _DATES.fullmatch(" ".join(name.split()).strip(" ,"))
+    found = _date_mention(date) if date is not None else None
+    return found.key if found is not None else normalise(name)
+
+
 def mention(name: str, kind: EntityKind) -> Mention | None:
     """A mention with its key, or None when nothing is left of the name to resolve."""
     shown = " ".join(_POSSESSIVE.sub("", name.strip()).split())

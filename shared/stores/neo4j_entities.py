@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared.graph.entities import normalise
+from shared.graph.entities import entity_key, normalise
 from shared.graph.models import EntityDetail, EntityMemory, EntityPage, EntitySummary, RelatedEntity
 from shared.stores import neo4j_graph_queries as gq
 from shared.stores.neo4j import Neo4jStore
@@ -55,8 +55,8 @@ class Neo4jEntities:
     def get_entity(
         self, user_id: str, name: str, memories: int = 20, related: int = 20
     ) -> EntityDetail | None:
-        """One entity by its name (any way of writing it that normalises to its key)."""
-        key = normalise(name)
+        """One entity by its name (any way of writing it that resolves to its key: a date's too)."""
+        key = entity_key(name)
         if not key:
             return None
         rows = self._store.read_rows(

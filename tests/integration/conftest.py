@@ -133,3 +133,13 @@ def use_settings() -> Iterator[Callable[[Settings], None]]:
     api_module.app.dependency_overrides.clear()
     for probes in made:
         probes.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_failure_counts(redis_client: redis.Redis) -> None:
+    """Each test starts with no failed key checks counted (shared/failed_tries.py): the tests of a
+    run share one client address, and one test's refused keys must not make another's a 429."""
+    client = redis_client
+    found = list(client.scan_iter(match="engram:auth:failed:*", count=1000))
+    if found:
+        client.delete(*found)

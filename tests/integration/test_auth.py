@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from producers.api import authenticator
 from shared.auth import signature
+from shared.settings import Settings
 from tests.integration.support import KeyMaker, wait_until_finished
 from tests.integration.tenants import client_with
 
@@ -192,3 +193,25 @@ def test_a_signed_webhook_lands_in_its_keys_tenant_once(api: TestClient, keys: K
     }
     assert hook.delete("/api/documents/hook", headers=other).status_code == 401
     assert api.get("/api/documents/hook", params={"user_id": tenant}).json()["state"] == "done"
+
+
+def test_repeated_bearer_guesses_meet_a_429_per_key_id_and_per_address(
+    keys: KeyMaker, tenant: str, settings: Settings
+) -> None:
+    # Given guesses of one real key's secret, from one client
+    real = keys(tenant).key
+    guess = client_with(real[:-4] + "AAAA")
+    bound = settings.auth_failures_per_key
+    answers = [guess.get("/api/memories").status_code for _ in range(bound + 1)]
+    # Then the key id is held off once past its bound, its right secret too, with Retry-After
+    assert answers[:bound] == [401] * bound and answers[bound] == 429
+    late = client_with(real).get("/api/memories")
+    assert late.status_code == 429 and int(late.headers["retry-after"]) >= 1
+
+    # And guesses of ever new key ids from one address are held off past the address's bound
+    answers = [
+        client_with(f"egk_{i:016x}_" + "A" * 43).get("/api/memories").status_code
+        for i in range(settings.auth_failures_per_address)
+    ]
+    assert 429 in answers
+    assert client_with(keys(f"{tenant}-b").key).get("/api/memories").status_code == 429

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from typing import Any
 
@@ -357,14 +358,18 @@ def test_a_tenant_confusable_with_an_existing_one_is_warned_and_refused_when_str
     keys(f"a{tenant}")  # the existing tenant, in Latin letters
     lookalike = f"\u0430{tenant}"  # the same with a Cyrillic a
 
-    def create(*extra: str) -> subprocess.CompletedProcess[str]:
+    def create(*extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         command = [engram, "keys", "create", "--tenant", lookalike, "--json", *extra]
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
 
-    strict = create("--strict-tenants")
+    # By default it is refused outright: it reads as an ASCII name it is not (issue 25)
+    refused = create()
+    assert refused.returncode != 0 and "ENGRAM_ALLOW_LOOKALIKE_TENANTS" in refused.stderr
+    allowed = {**os.environ, "ENGRAM_ALLOW_LOOKALIKE_TENANTS": "true"}
+    strict = create("--strict-tenants", env=allowed)
     assert strict.returncode != 0
     assert "confusable" in strict.stderr and f"a{tenant}" in strict.stderr
-    warned = create()
+    warned = create(env=allowed)
     assert warned.returncode == 0, warned.stderr
     assert "warning" in warned.stderr
     assert json.loads(warned.stdout)["info"]["tenant"] == lookalike
@@ -413,3 +418,38 @@ def test_a_signing_secret_rests_sealed_in_neo4j_and_rotates(
     # Then the old secret no longer signs and the new one does
     assert post(made.signing_secret, "old secret") == 401
     assert post(rotated, "after rotation") == 202
+
+
+# Issue 25: look-alike tenants, and date entities -------------------------------------------
+
+
+@pytest.mark.parametrize("posing", ["\u0430{t}", "\uff41{t}"])
+def test_a_look_alike_tenant_is_refused_on_ingest_by_default(
+    api: TestClient, tenant: str, posing: str
+) -> None:
+    # Given a tenant in ASCII, and a name that reads as it (a Cyrillic a, a fullwidth a)
+    name = posing.format(t=tenant)
+    # When an admin key ingests for the look-alike, in any form
+    for body in ({"user_id": name, "text": "x"}, [{"json": {"user_id": name, "text": "x"}}]):
+        answer = api.post("/api/documents", json=body)
+        # Then it is a clear 422 that names the setting, and nothing is stored
+        assert answer.status_code == 422, answer.text
+        assert "reads as" in answer.text and "ENGRAM_ALLOW_LOOKALIKE_TENANTS" in answer.text
+    assert api.get("/api/status", params={"user_id": name}).json()["documents"] == 0
+
+
+def test_a_date_entity_is_reachable_by_the_name_it_is_listed_by(
+    api: TestClient, keys: KeyMaker, tenant: str
+) -> None:
+    from tests.integration.support import wait_until_finished
+
+    own = {"Authorization": f"Bearer {keys(tenant).key}"}
+    text = "Caroline: We met in Boston on 3 May 2024 to plan the trip."
+    assert api.post("/api/documents", json={"id": "dated", "text": text}, headers=own).status_code == 202
+    wait_until_finished(api, tenant, ["dated"])
+    dates = api.get("/api/entities", params={"kind": "date"}, headers=own).json()["entities"]
+    assert [e["key"] for e in dates] == ["2024-05-03"]
+    for name in (dates[0]["name"], "3 May 2024", "2024-05-03"):
+        shown = api.get(f"/api/entities/{name}", headers=own)
+        assert shown.status_code == 200, (name, shown.text)
+        assert shown.json()["key"] == "2024-05-03"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -139,9 +140,9 @@ def test_hostile_ids_and_texts_render_as_text(
     assert "&lt;script&gt;alert(&#34;id&#34;)&lt;/script&gt;" in shown.text
     assert "&lt;img src=x onerror=alert(1)&gt;" in shown.text  # in the search result's text
     assert 'class="explanation"' in shown.text
-    # And a notice in the URL is text too
-    notice = page.get("/ui", params={"notice": "<b>bold</b>"})
-    assert "<b>bold</b>" not in notice.text and "&lt;b&gt;bold&lt;/b&gt;" in notice.text
+    # And a notice in the URL that the server did not sign is not shown at all
+    notice = page.get("/ui", params={"notice": "<b>Call 555-0100 to restore your account</b>"})
+    assert notice.status_code == 200 and "555-0100" not in notice.text and 'id="notice"' not in notice.text
 
 
 def test_a_tenant_key_sees_its_own_tenant_alone(
@@ -184,3 +185,61 @@ def test_a_tenant_key_sees_its_own_tenant_alone(
         client.close()
     api_module.authenticator().forget()
     assert "Sign out" not in page.get("/ui").text
+
+
+# Issue 25: the status page and the sign-in, as an attacker tried them ---------------------------
+
+
+def test_a_signed_out_cookie_is_dead_at_once(page: TestClient, keys: KeyMaker) -> None:
+    # Given a signed-in page, and its cookie kept aside (a copy stolen, a second tab)
+    csrf = sign_in(page, keys(None).key)
+    kept = page.cookies.get(COOKIE)
+    assert kept
+
+    # When it signs out
+    out = page.post("/ui/signout", data={"csrf": csrf}, headers=ORIGIN)
+    assert out.status_code == 303
+
+    # Then the kept cookie signs nothing in, though its 8 hours are not over
+    page.cookies.set(COOKIE, kept, path="/ui")
+    shown = page.get("/ui")
+    assert shown.status_code == 200 and "Sign out" not in shown.text and 'action="/ui/signin"' in shown.text
+
+
+def test_repeated_failed_sign_ins_meet_a_429_and_then_no_key_is_checked(
+    page: TestClient, keys: KeyMaker, settings: Settings
+) -> None:
+    real = keys(None).key
+    bound = settings.auth_failures_per_key
+    guess = real[:-4] + "AAAA"  # the real key id, a guessed secret
+    answers = [
+        page.post("/ui/signin", data={"key": guess}, headers=ORIGIN).status_code for _ in range(bound + 1)
+    ]
+    assert answers[:bound] == [401] * bound and answers[bound] == 429
+    # The key id is held off even with the right secret, until the window ends
+    late = page.post("/ui/signin", data={"key": real}, headers=ORIGIN)
+    assert late.status_code == 429 and int(late.headers["retry-after"]) >= 1
+    assert "set-cookie" not in late.headers
+
+
+def _scans(redis_client: Any) -> int:
+    stats = redis_client.info("commandstats")
+    return int(stats.get("cmdstat_scan", {}).get("calls", 0))
+
+
+def test_a_status_page_load_reads_failures_from_an_index_not_a_scan(
+    api: TestClient, page: TestClient, keys: KeyMaker, tenant: str, redis_client: Any
+) -> None:
+    # Given a tenant with a document, signed in with its key
+    answer = api.post("/api/documents", json={"user_id": tenant, "id": "scan-1", "text": "Notes on Boston."})
+    assert answer.status_code == 202
+    wait_until_finished(api, tenant, ["scan-1"])
+    sign_in(page, keys(tenant).key)
+
+    # When the page is loaded again and again
+    before = _scans(redis_client)
+    for _ in range(5):
+        assert page.get("/ui").status_code == 200
+
+    # Then no load scanned the progress records of every tenant
+    assert _scans(redis_client) == before

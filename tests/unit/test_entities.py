@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from shared.errors import ConfigurationError
-from shared.graph.entities import BuiltinExtractor, Mention, NoExtractor, normalise
+from shared.graph.entities import BuiltinExtractor, Mention, NoExtractor, entity_key, normalise
 from shared.graph.extractors import LlmExtractor, SpacyExtractor, make_extractor
 from shared.settings import Settings
 from shared.stores.neo4j_graph import GraphSource, GraphWriter, entity_id
@@ -205,3 +205,14 @@ def test_a_turns_position_is_a_whole_number_that_reaches_the_memory_payload() ->
         embedding_model="m", embedding_dim=3,
     )  # fmt: skip
     assert memory.payload()["position"] == 3
+
+
+def test_a_date_asked_for_by_its_shown_name_resolves_to_the_key_it_was_stored_by() -> None:
+    # Given the keys the extractor stored dates by
+    stored = {
+        m.name: m.key for m in BuiltinExtractor().extract("On 3 May 2024 and May 20, 2023 in June 2023.")
+    }
+    # Then each name shown resolves to its stored key, and other names are still normalised
+    assert stored and all(entity_key(name) == key for name, key in stored.items())
+    assert entity_key("3  may 2024") == "2024-05-03" and entity_key("2024-05-03") == "2024-05-03"
+    assert entity_key("The Louvre's") == "louvre" and entity_key("May") == "may"

@@ -60,3 +60,28 @@ def test_the_secret_is_made_once_in_the_data_folder_when_none_is_set(tmp_path: P
     # A set ENGRAM_UI_SESSION_KEY is used instead, so a token of the file's secret does not hold
     other = Settings(data_dir=tmp_path, ui_session_key="set", _env_file=None)  # type: ignore[call-arg]
     assert Sessions.of(other).read(token) is None
+
+
+def test_a_notice_is_shown_only_as_the_server_signed_it() -> None:
+    sessions = Sessions("a-secret-of-the-test", 3600)
+    token = sessions.notice("doc-1: re-sent to the write stage")
+    assert sessions.read_notice(token) == "doc-1: re-sent to the write stage"
+    assert sessions.read_notice("<b>bold</b>") is None
+    assert sessions.read_notice(token[:-2] + "xx") is None
+    assert Sessions("another-secret", 3600).read_notice(token) is None
+    # and a session token is no notice (another salt)
+    _, session_token = sessions.start("k", None)
+    assert sessions.read_notice(session_token) is None
+
+
+def test_a_signed_out_session_is_ended_wherever_its_cookie_is() -> None:
+    import fakeredis
+
+    from producers.ui_session import SignOuts
+
+    sessions, outs = Sessions("a-secret-of-the-test", 3600), SignOuts(fakeredis.FakeRedis())
+    session, token = sessions.start("k", "alice")
+    other, _ = sessions.start("k", "alice")
+    outs.end(session, 3600)
+    read = sessions.read(token)
+    assert read is not None and outs.ended(read) and not outs.ended(other)
