@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 FLOOD_S = 30.0
 FLOODERS = 3
 TENANT_MAX_SEARCHES = 8
-DATES = ("1 may " * 1400)[:8192], ("1, " * 2731)[:8192]
+DATES = ("1 may " * 1400)[:8180], ("1, " * 2731)[:8180]  # and " <n>": 8 KB
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def test_a_flood_of_date_queries_leaves_another_tenants_searches_as_quick_as_idl
     assert isinstance(idle, dict) and isinstance(flooded, dict)
     assert figures["victim_errors"] == [], figures
     assert flooded["p99_ms"] <= 2 * idle["p99_ms"] + 50, figures
-    assert figures["flood_answers"], figures
+    assert figures["flood_answers"] and figures["flood_other"] == [], figures
 
 
 async def _burst(tenants: Tenants, searches: int) -> tuple[list[httpx.Response], httpx.Response]:
@@ -122,7 +122,7 @@ async def _burst(tenants: Tenants, searches: int) -> tuple[list[httpx.Response],
         httpx.AsyncClient(base_url=tenants.url, headers=tenants.victim, timeout=60) as victim,
     ):
         burst = [
-            flooder.post("/api/memory/semantic-search", json={"query": f"{DATES[0]}"[:8000] + str(i)})
+            flooder.post("/api/memory/semantic-search", json={"query": f"{DATES[0]} {i}"})
             for i in range(searches)
         ]
         answers = await asyncio.gather(
