@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import lru_cache
 from typing import Annotated, Any
 
@@ -40,6 +40,7 @@ from producers.health_cache import reuse_slow
 from producers.n8n_items import N8nItem, is_n8n_item
 from producers.searches import Searches
 from producers.slow_clients import BodyDeadline
+from producers.tenant_slots import TenantSlots
 from shared.api_models import DeleteWhere, DocumentBatch, DocumentList, Problem, ProblemItem, at_most_a_batch
 from shared.auth import Authenticator, Caller
 from shared.errors import (
@@ -50,12 +51,14 @@ from shared.errors import (
     Overloaded,
     SearchTimeout,
     ServiceUnavailable,
+    TenantBusy,
     Unauthenticated,
 )
 from shared.models import (
     TENANT_FROM_KEY,
     DeleteResult,
     DocumentBody,
+    DocumentIn,
     DocumentStatus,
     Identifier,
     IngestAccepted,
@@ -139,6 +142,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: _problem("No such document or memory for this tenant."),
     413: _problem("A body or a document over its size limit."),
     422: _problem("Invalid input: each field and what is wrong with it in `errors`."),
+    429: _problem("The tenant has as many searches or ingest requests in flight as it may; retry."),
     500: _problem("An error of Engram's own (logged)."),
     503: _problem("A service is down: `service` names it (`api`: too many searches waiting, retry)."),
 }
@@ -287,6 +291,13 @@ async def overloaded(_: Request, exc: Overloaded) -> Response:
     return response
 
 
+@app.exception_handler(TenantBusy)
+async def tenant_busy(_: Request, exc: TenantBusy) -> Response:
+    response = problem(429, str(exc))
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 @app.exception_handler(SearchTimeout)
 async def search_timeout(_: Request, exc: SearchTimeout) -> Response:
     return problem(504, str(exc))
@@ -391,7 +402,21 @@ async def ingest(
             f"{len(documents)} documents in one request; the limit is {limit} (ENGRAM_MAX_BATCH_DOCUMENTS)"
         )
     force = (isinstance(body, DocumentBatch) and body.force) or any(document.force for document in bodies)
-    return await run_in_threadpool(client().ingest, documents, None, force)
+    return await _ingest(documents, force)
+
+
+INGEST_LAPSE_S = 120.0
+"""An ingest slot a killed process never gave back is free again after this."""
+
+
+async def _ingest(documents: list[DocumentIn], force: bool) -> IngestAccepted:
+    """Enqueued on the shared thread pool, while the tenant holds one of its ingest slots (so one
+    tenant's flood of posts cannot take every thread from the others)."""
+    limit = get_settings().tenant_max_ingests
+    async with _slots() as slots, AsyncExitStack() as held:
+        for tenant in sorted({document.user_id for document in documents}):  # an admin's batch: each
+            await held.enter_async_context(slots.held("ingest", tenant, limit, INGEST_LAPSE_S))
+        return await run_in_threadpool(client().ingest, documents, None, force)
 
 
 @app.get("/api/documents/{document_id:path}", response_model=DocumentStatus)
@@ -420,7 +445,7 @@ async def update_document(
     if body.id is not None and body.id != document_id:
         raise HTTPException(409, f"the body's id {body.id!r} is not the path's {document_id!r}")
     document = body.for_tenant(who.tenant_for(body.user_id)).model_copy(update={"id": document_id})
-    return await run_in_threadpool(client().ingest, [document], None, body.force)
+    return await _ingest([document], body.force)
 
 
 @app.delete("/api/documents/{document_id:path}", response_model=DeleteResult)
@@ -506,6 +531,17 @@ async def semantic_search(
     """Waits at most ENGRAM_SEARCH_TIMEOUT_S from the request's arrival (504 after it); 503 with
     ``Retry-After`` when ENGRAM_API_MAX_PENDING_SEARCHES already wait in this process."""
     return await search(body.for_tenant(who.tenant_for(body.user_id)), arrived(http))
+
+
+@asynccontextmanager
+async def _slots() -> AsyncIterator[TenantSlots]:
+    """The tenant slots of this event loop's search clients (their Redis connections)."""
+    searches = _searches.get(asyncio.get_running_loop())
+    if searches is not None:
+        yield searches.slots
+        return
+    async with Searches.connect(get_settings()) as own:  # as ``search`` below
+        yield own.slots
 
 
 async def search(request: SearchRequest, arrived_at: float) -> SearchResponse:

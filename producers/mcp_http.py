@@ -13,6 +13,15 @@ The server is stateless (``stateless_http``): each request stands alone, so no s
 one key can be used with another, and any number of these processes may serve behind a balancer.
 Searches go through the query queue and are awaited on the event loop (``producers.searches``),
 as the HTTP app's are; the other tools call the blocking client on worker threads.
+
+It has the HTTP app's limits on slow and large requests, from the same modules: headers within
+``ENGRAM_API_HEADER_TIMEOUT_S`` (``TimedHttpToolsProtocol``), the body within
+``ENGRAM_API_BODY_TIMEOUT_S`` (``BodyDeadline``), and, once the key is known, the body bounded
+and parsed strictly (``BodyGuard``: no duplicate key, no ``NaN``, nesting past Python's
+recursion refused with a 422), on a worker thread when large. The bound is ``mcp_body_limit``:
+what the largest tool call (``remember`` of a ``ENGRAM_MAX_DOCUMENT_BYTES`` text, every character
+escaped) can need, so the SDK's own parse of what passes stays short on the event loop. A tool
+refuses arguments it does not take (``producers.mcp_server``).
 """
 
 from __future__ import annotations
@@ -31,15 +40,26 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from producers.auth import CALLER, CHALLENGE, Ambiguous, _token, caller_of, host_allowed
 from producers.client import EngramClient
-from producers.edge import answer
+from producers.edge import BodyGuard, answer
 from producers.mcp_server import build_server
 from producers.searches import Searches
+from producers.slow_clients import BodyDeadline
 from shared.auth import Authenticator, Caller
 from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.models import SearchRequest, SearchResponse
 from shared.settings import Settings, is_loopback
 
 PATH = "/mcp"
+ENVELOPE_BYTES = 64 * 1024
+"""A tool call's JSON-RPC envelope and its arguments other than the text."""
+
+
+def mcp_body_limit(settings: Settings) -> int:
+    """The largest body a tool call can need: a document's text with each byte escaped
+    (``\\u00XX``, 6 bytes), and its envelope; never more than ``ENGRAM_MAX_REQUEST_BYTES``."""
+    return min(settings.max_request_bytes, 6 * settings.max_document_bytes + ENVELOPE_BYTES)
+
+
 ONE_EACH = ("authorization", "x-api-key", "host")
 
 
@@ -128,7 +148,7 @@ def build_app(
         stateless_http=True,
         json_response=True,
         streamable_http_path=PATH,
-        max_request_body_size=settings.max_request_bytes,
+        max_request_body_size=mcp_body_limit(settings),
         # The Host is checked by KeyGuard against ENGRAM_ALLOWED_HOSTS, as the HTTP app checks it.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
@@ -147,7 +167,10 @@ def build_app(
                 on_close()
 
     app = Starlette(routes=list(mcp_app.routes), lifespan=lifespan)
-    return KeyGuard(app, settings, authenticator, local_tenant)
+    # The key first, then the body: bounded in time, then in size and strictly parsed.
+    guarded = BodyGuard(app, limit=lambda: mcp_body_limit(settings))
+    timed = BodyDeadline(guarded, timeout=lambda: settings.api_body_timeout_s)
+    return KeyGuard(timed, settings, authenticator, local_tenant)
 
 
 def serve(settings: Settings, host: str, port: int, local_tenant: str | None = None) -> None:
@@ -171,7 +194,8 @@ def serve(settings: Settings, host: str, port: int, local_tenant: str | None = N
         host=host,
         port=port,
         log_level="warning",
-        http="httptools",  # strict framing, as engram serve
+        # strict framing and a deadline on each request's headers, as engram serve
+        http="producers.slow_clients:TimedHttpToolsProtocol",
         lifespan="on",
         limit_concurrency=settings.api_max_connections,
         timeout_keep_alive=settings.api_keep_alive_s,

@@ -280,7 +280,18 @@ def build_server(
         page = await _blocking(client.list_entities, tenant, prefix=prefix, limit=limit)
         return EntityLookup(entities=page.entities)
 
+    _refuse_unknown_arguments(server)
     return server
+
+
+def _refuse_unknown_arguments(server: FastMCP) -> None:
+    """Each tool refuses an argument it does not take, as the HTTP API's bodies do (the SDK's
+    argument models ignore one): a misspelt ``top_k`` is an error, not a silent default."""
+    for tool in server._tool_manager.list_tools():
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters["additionalProperties"] = False
 
 
 def serve(user_id: str) -> None:

@@ -11,6 +11,9 @@ while the thread pool stays free for the endpoints that still need it. Three bou
   one app process (each a subscription on the process's one results connection, and memory);
   one more is refused at once with 503 and ``Retry-After`` (``Overloaded``), rather than piling
   up without bound.
+- **Searches of one tenant, over every process.** At most ``ENGRAM_TENANT_MAX_SEARCHES`` queued or
+  running (``producers.tenant_slots``, counted in Redis); one more is refused at once with
+  ``TenantBusy`` (429), so one tenant's flood cannot fill the query queue ahead of the others.
 - **Threads for sending.** Celery's ``send_task`` is a blocking Redis call (and retries for a
   while if Redis drops): it runs on at most ``SEND_THREADS`` threads of a limiter of its own, so
   sends never take the threads of the other endpoints, and a sender stuck in retries costs its
@@ -37,6 +40,7 @@ from redis.backoff import NoBackoff
 
 from producers.client import queue_errors
 from producers.results import ResultWaiter
+from producers.tenant_slots import TenantSlots
 from shared.errors import Overloaded, SearchTimeout, ServiceUnavailable
 from shared.models import SearchRequest, SearchResponse
 from shared.redis_client import client_url_and_kwargs
@@ -57,8 +61,11 @@ REDIS_CONNECTIONS = 16
 class Searches:
     """Searches of one app process (one event loop): send, await, bounded."""
 
-    def __init__(self, settings: Settings, sender: Celery, waiter: ResultWaiter) -> None:
+    def __init__(
+        self, settings: Settings, sender: Celery, waiter: ResultWaiter, slots: TenantSlots | None = None
+    ) -> None:
         self._settings = settings
+        self.slots = slots if slots is not None else TenantSlots(waiter.commands)
         self._sender = sender
         self._waiter = waiter
         self._pending = 0
@@ -84,11 +91,12 @@ class Searches:
         subscriptions = aioredis.Redis.from_url(
             url, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0), **credentials
         )
-        waiter = ResultWaiter(aioredis.Redis(connection_pool=pool), subscriptions, default_app.backend)
+        commands = aioredis.Redis(connection_pool=pool)
+        waiter = ResultWaiter(commands, subscriptions, default_app.backend)
         # Results are awaited here, not by Celery: the sender has no result backend, so sending
         # does not subscribe Celery's own (blocking) result consumer to each task. The decoding
         # is the workers' backend's, so results read exactly as they were stored.
-        return cls(settings, make_app(settings, results=False), waiter)
+        return cls(settings, make_app(settings, results=False), waiter, TenantSlots(commands))
 
     async def __aenter__(self) -> Searches:
         return self
@@ -103,7 +111,8 @@ class Searches:
     async def search(self, request: SearchRequest, arrived: float) -> SearchResponse:
         """The query worker's answer; ``arrived`` is ``time.monotonic()`` when the request came in.
 
-        Raises ``Overloaded`` beyond the bound of waiting searches, ``SearchTimeout`` once the
+        Raises ``Overloaded`` beyond the bound of waiting searches, ``TenantBusy`` beyond the
+        tenant's, ``SearchTimeout`` once the
         timeout from arrival is spent, and whatever the query worker raised (``InvalidInput``,
         ``ServiceUnavailable``, ...), as the blocking client does."""
         limit = self._settings.api_max_pending_searches
@@ -118,11 +127,13 @@ class Searches:
             timeout = self._settings.search_timeout_s
             remaining = arrived + timeout - time.monotonic()
             task_id = str(uuid.uuid4())
-            try:
-                async with asyncio.timeout(max(remaining, 0.0)):
-                    answer = await self._ask(task_id, request, remaining)
-            except TimeoutError as exc:
-                raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
+            tenant_limit = self._settings.tenant_max_searches
+            async with self.slots.held("search", request.user_id, tenant_limit, max(remaining, 0.0)):
+                try:
+                    async with asyncio.timeout(max(remaining, 0.0)):
+                        answer = await self._ask(task_id, request, remaining)
+                except TimeoutError as exc:
+                    raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
         finally:
             self._pending -= 1
         await self._forget(task_id)

@@ -90,6 +90,12 @@ class Overloaded(ServiceUnavailable):
     """
 
 
+class TenantBusy(TransientError):
+    """One tenant holds as much work in flight as a tenant may (``ENGRAM_TENANT_MAX_SEARCHES``
+    searches, ``ENGRAM_TENANT_MAX_INGESTS`` ingest requests): refused at once so that the other
+    tenants keep their share; the HTTP app answers 429 with ``Retry-After``."""
+
+
 class EmbeddingRejected(PermanentError):
     """The embedding backend refused the input (a 4xx other than 429, a malformed answer)."""
 

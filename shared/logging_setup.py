@@ -10,7 +10,8 @@ Neo4j driver, our modules), rendered by structlog's ``ProcessorFormatter``; what
 rides along from structlog's context variables (``bind_task``): ``task_id``, ``task``, ``stage``,
 ``tenant``, ``document`` and ``version`` (or ``documents``, a batch's count), where known. A
 document's text, a search's query or results, a credential: never (shared/log_privacy.py keeps
-Celery's and uvicorn's own lines clear of them; what we log ourselves is ids, counts and reasons).
+Celery's and uvicorn's own lines clear of them and masks any credential a line still shows, and a
+traceback has no local variables; what we log ourselves is ids, counts and reasons).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 import structlog
+from structlog.processors import ExceptionRenderer
+from structlog.tracebacks import ExceptionDictTransformer
 
+from shared.log_privacy import redact_secrets
 from shared.settings import Settings
 
 Format = Literal["json", "text"]
@@ -52,13 +56,22 @@ def formatter(fmt: Format = "json") -> logging.Formatter:
     """The formatter of every handler; also named in uvicorn's dictConfig (``"()"``)."""
     if fmt == "json":
         renderer: Any = structlog.processors.JSONRenderer(default=str)
-        last: list[Any] = [structlog.processors.dict_tracebacks]
+        # A traceback's frames without their local variables: an ASGI frame's ``scope`` holds
+        # the request's headers (the caller's key, the page's cookie), 100 KB a request.
+        last: list[Any] = [ExceptionRenderer(ExceptionDictTransformer(show_locals=False))]
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=False)
+        # Python's own traceback: rich's (when installed) would print each frame's variables
+        plain = structlog.dev.plain_traceback
+        renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=plain)
         last = []
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=_pre_chain(),
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *last, renderer],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *last,
+            renderer,
+            redact_secrets,
+        ],
     )
 
 

@@ -417,6 +417,14 @@ class Settings(BaseSettings):
         ge=1,
         description="Searches one app process holds waiting at once; more get 503 with Retry-After.",
     )
+    tenant_max_searches: int = Field(
+        64,
+        ge=1,
+        description="Searches of one tenant queued or running at once, all app processes; more get 429.",
+    )
+    tenant_max_ingests: int = Field(
+        16, ge=1, description="Ingest requests of one tenant in flight at once, all app processes; more: 429."
+    )
     api_max_connections: int = Field(
         1000, ge=1, description="Connections one app process holds; past it the oldest idle one is closed."
     )

@@ -10,12 +10,19 @@ dateparser costs a millisecond or more a query (tens on a loaded machine), and m
 no time: it is asked only when ``may_name_time`` says the words could name one — a digit, a word of
 dateparser's own that names a time, two of its joining words ("a and a" is its 1 January), or one
 of its number words with punctuation anywhere ("x / a" is January to it).
+
+Any tenant's query reaches it, so its cost is bounded: it reads the first ``MAX_CHARS`` characters
+of the query only (cut at a word; dateparser's cost grows faster than the text: 8 KB of
+``"1 may "`` took seconds), and gives up, naming no time, once a read has spent ``BUDGET_S``
+between its steps. A date it cannot place in a window (year 9999's has no end a ``datetime``
+holds, year 1's week no start) names no time either: never an error.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +31,11 @@ from functools import cache
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+MAX_CHARS = 256
+"""The part of a query read for a time: a question names its time in its first sentences."""
+BUDGET_S = 0.25
+"""A read's time, checked between dateparser's steps: past it, the query names no time."""
 
 _BARE_NUMBER = re.compile(r"^\W*\d{1,2}(st|nd|rd|th)?\W*$")
 _OPEN_BEFORE = {"before", "until", "till", "by"}
@@ -152,12 +164,41 @@ def _window(moment: datetime, period: str) -> tuple[datetime, datetime]:
     return day, day + timedelta(days=1)
 
 
-def timeframe(text: str, now: datetime) -> Timeframe | None:
-    """The window of time the query names, relative to ``now``; none when it names none."""
-    return _read(text, now) if may_name_time(text) else None
+def timeframe(text: str, now: datetime, budget_s: float = BUDGET_S) -> Timeframe | None:
+    """The window of time the query names, relative to ``now``; none when it names none, or
+    when it cannot be read within ``budget_s`` or placed in a window."""
+    text = bounded(text)
+    if not may_name_time(text):
+        return None
+    try:
+        return _read(text, now, time.monotonic() + budget_s)
+    except _OverBudget:
+        log.debug("no time read: the query's read passed %ss", budget_s)
+        return None
+    except (ValueError, OverflowError) as exc:  # a date no window holds (year 9999, year 1)
+        log.debug("no time read: %s", exc)
+        return None
 
 
-def _read(text: str, now: datetime) -> Timeframe | None:
+def bounded(text: str) -> str:
+    """The first ``MAX_CHARS`` characters of ``text``, less a word cut in two at the end."""
+    if len(text) <= MAX_CHARS:
+        return text
+    cut = text[:MAX_CHARS]
+    head, space, _ = cut.rpartition(" ")
+    return head if space else cut
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def _spent(deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise _OverBudget
+
+
+def _read(text: str, now: datetime, deadline: float = float("inf")) -> Timeframe | None:
     # dateparser ships no types (typeshed's stubs are a package of their own)
     from dateparser.date import DateDataParser  # type: ignore[import-untyped]
     from dateparser.search import search_dates  # type: ignore[import-untyped]
@@ -166,8 +207,9 @@ def _read(text: str, now: datetime) -> Timeframe | None:
     try:
         found = search_dates(text, languages=["en"], settings=settings) or []
     except (ValueError, OverflowError) as exc:  # dateparser's own, on odd input: no time named
-        log.debug("no time read from %r: %s", text, exc)
+        log.debug("no time read: %s", exc)
         return None
+    _spent(deadline)
     found = [(said, moment) for said, moment in found if not _BARE_NUMBER.match(said)]
     if not found:
         return None
@@ -177,6 +219,7 @@ def _read(text: str, now: datetime) -> Timeframe | None:
         first, last = text.find(found[0][0]), text.find(found[-1][0]) + len(found[-1][0])
         if 0 <= first < last and parser.get_date_data(text[first:last]).date_obj is not None:
             said = text[first:last]
+        _spent(deadline)
     data = parser.get_date_data(said)
     if data.date_obj is None:
         return None

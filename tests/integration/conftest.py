@@ -20,6 +20,7 @@ from producers import health
 from shared.auth import NewKey
 from shared.redis_client import connect
 from shared.settings import Settings
+from tests.integration import log_secrets
 from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers
 
 
@@ -71,6 +72,17 @@ def workers(settings: Settings, redis_client: redis.Redis, neo4j_driver: neo4j.D
         running.stop_all()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_log(settings: Settings) -> Iterator[None]:
+    """After every test of the session (the fuzz and probe runs among them): no log file holds
+    a key or cookie a test used (tests/integration/log_secrets.py)."""
+    logs = settings.data_dir / "logs"
+    with log_secrets.in_process_log(logs):
+        yield
+    found = log_secrets.found_in(logs)
+    assert not found, f"credentials written to logs: {found}"
+
+
 @pytest.fixture(scope="session")
 def keys(settings: Settings, neo4j_driver: neo4j.Driver) -> Iterator[KeyMaker]:
     """Makes API keys in the test Neo4j, as ``engram keys create`` does."""
@@ -79,7 +91,10 @@ def keys(settings: Settings, neo4j_driver: neo4j.Driver) -> Iterator[KeyMaker]:
     client = EngramClient(settings)
 
     def make(tenant: str | None, signing: bool = False) -> NewKey:
-        return client.create_key("test", tenant, signing=signing)
+        made = client.create_key("test", tenant, signing=signing)
+        log_secrets.remember(made.key)
+        log_secrets.remember(made.signing_secret)
+        return made
 
     yield make
     client.close()

@@ -4,6 +4,7 @@ against the real app and stack."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -370,3 +371,39 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
     )
     wire = SimpleNamespace(request=SimpleNamespace(url=f"{APP_URL}/api/memories?memory_type=true"))
     assert not _not_a_violation_as_sent(required, wire, failure)
+
+
+PATHOLOGICAL = ("1, " * 2731)[:8192], ("1 may " * 1400)[:8192]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["in December 9999", "what happened in 9999", "on 1 January 0001", *PATHOLOGICAL],
+    ids=["december-9999", "in-9999", "year-1", "8kb-1-comma", "8kb-1-may"],
+)
+def test_a_query_naming_a_date_no_window_holds_or_8kb_of_dates_is_searched_promptly(
+    api: TestClient, tenant: str, query: str
+) -> None:
+    # Given a warm query worker (its first search loads the model: past the timeout when busy)
+    deadline = time.monotonic() + 90
+    while True:
+        warm = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "warm up"})
+        if warm.status_code != 504 or time.monotonic() > deadline:
+            break
+    assert warm.status_code == 200, warm.text
+    started = time.monotonic()
+    plain = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": "what we planned"})
+    usual = time.monotonic() - started
+    assert plain.status_code == 200, plain.text
+
+    # When a query names a date past what a window holds (a 500 with the key in the log), or
+    # is 8 KB of words that each could start a date (seconds of the date parser, twice)
+    started = time.monotonic()
+    response = api.post("/api/memory/semantic-search", json={"user_id": tenant, "query": query})
+    took = time.monotonic() - started
+
+    # Then it is an answer, as any other query's, and about as prompt (it took 5-13 s, twice the
+    # parse; a shared machine's noise allowed for)
+    assert response.status_code == 200, response.text
+    assert response.json()["count"] == 0
+    assert took < max(3 * usual, 2.5), (took, usual)

@@ -4,7 +4,9 @@ against the real queues and stores. The API key decides the tenant of every call
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from shared.settings import Settings
-from tests.integration.served import engram_serving
+from tests.integration.served import engram_serving, exchange
 from tests.integration.support import KeyMaker, Workers
 
 pytestmark = pytest.mark.integration
 
+SLOW_S = 2.0
+ACCEPT = "application/json, text/event-stream"
 HIKE = "Maya said her sister hiked up Mount Tam last Saturday."
 
 
@@ -28,7 +32,8 @@ def mcp_url(settings: Settings, workers: Workers) -> Iterator[str]:
     port = settings.api_port
     log = settings.data_dir / "logs" / "test-mcp-http.log"
     args = ["mcp", "--http", "--host", "127.0.0.1", "--port", str(port)]
-    with engram_serving(args, port, log, "/mcp") as base:
+    limits = {"ENGRAM_API_HEADER_TIMEOUT_S": str(SLOW_S), "ENGRAM_API_BODY_TIMEOUT_S": str(SLOW_S)}
+    with engram_serving(args, port, log, "/mcp", **limits) as base:
         yield f"{base}/mcp"
 
 
@@ -184,3 +189,88 @@ def test_an_admin_key_is_refused_as_no_tenant(mcp_url: str, keys: KeyMaker) -> N
     )
     assert answer.status_code == 403
     assert "tenant key" in answer.json()["detail"]
+
+
+# Issue 25, finding 4: the HTTP app's limits on slow, large and odd requests, on MCP too.
+
+
+def _port(url: str) -> int:
+    port = httpx.URL(url).port
+    assert port is not None
+    return port
+
+
+def test_a_client_sending_half_a_header_is_closed_after_the_header_timeout(mcp_url: str) -> None:
+    # Given a connection that sends part of a request's headers and then nothing
+    started = time.monotonic()
+    answer, closed = exchange(
+        _port(mcp_url), b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A", wait_s=SLOW_S * 5
+    )
+
+    # Then it is answered 408 and closed once ENGRAM_API_HEADER_TIMEOUT_S has passed
+    assert closed and answer.startswith(b"HTTP/1.1 408"), answer
+    assert time.monotonic() - started < SLOW_S * 4
+
+
+def test_a_body_that_does_not_arrive_is_a_408_after_the_body_timeout(mcp_url: str, keys: KeyMaker) -> None:
+    key = keys(f"mcp-slow-{uuid.uuid4().hex[:8]}").key
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\nAccept: {ACCEPT}\r\nContent-Length: 100\r\n\r\n"
+    )
+    answer, closed = exchange(_port(mcp_url), head.encode() + b'{"jsonrpc"', wait_s=SLOW_S * 5)
+
+    assert closed and answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"ENGRAM_API_BODY_TIMEOUT_S" in answer
+
+
+def _post(url: str, key: str, content: bytes) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}", "Accept": ACCEPT, "Content-Type": "application/json"}
+    return httpx.post(url, content=content, headers=headers, timeout=60)
+
+
+def _call(name: str, arguments: dict[str, Any], id_: str = "1") -> bytes:
+    body = f'{{"jsonrpc": "2.0", "id": {id_}, "method": "tools/call", "params": '
+    return (body + json.dumps({"name": name, "arguments": arguments}) + "}").encode()
+
+
+def test_a_body_over_what_a_tool_call_can_need_is_refused_unread(mcp_url: str, keys: KeyMaker) -> None:
+    key = keys(f"mcp-big-{uuid.uuid4().hex[:8]}").key
+    big = _call("remember", {"text": "x" * (7 * 1_000_000)})
+
+    answer = _post(mcp_url, key, big)
+
+    assert answer.status_code == 413, answer.text
+    assert "ENGRAM_MAX_REQUEST_BYTES" in answer.json()["detail"] or "limit" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("duplicate-keys", b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}'),
+        ("nan-id", _call("recall", {"query": "x"}, id_="NaN")),
+        (
+            "deep-nesting",
+            _call("recall", {"query": "x"})[:-1] + b', "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        ),
+    ],
+)
+def test_json_the_http_app_refuses_is_refused_here_too(
+    mcp_url: str, keys: KeyMaker, name: str, body: bytes
+) -> None:
+    key = keys(f"mcp-json-{uuid.uuid4().hex[:8]}").key
+
+    answer = _post(mcp_url, key, body)
+
+    # A 422 naming the problem: never a 500, never taken
+    assert answer.status_code == 422, (name, answer.status_code, answer.text[:300])
+
+
+def test_a_tool_called_with_an_argument_it_does_not_take_refuses_it(mcp_url: str, keys: KeyMaker) -> None:
+    key = keys(f"mcp-args-{uuid.uuid4().hex[:8]}").key
+
+    answer = _post(mcp_url, key, _call("remember", {"text": "A fine note.", "colour": "red"}))
+
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True and "colour" in result["content"][0]["text"], result

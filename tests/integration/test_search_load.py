@@ -47,6 +47,8 @@ def server(settings: Settings, workers: Workers, keys: KeyMaker) -> Iterator[Ser
         **os.environ,
         "ENGRAM_SEARCH_TIMEOUT_S": str(TIMEOUT_S),
         "ENGRAM_API_MAX_PENDING_SEARCHES": str(MAX_PENDING),
+        # one tenant stands for many clients here: the process's bound is the one tested
+        "ENGRAM_TENANT_MAX_SEARCHES": str(2 * MAX_PENDING),
     }
     url = f"http://127.0.0.1:{settings.api_port}"
     with log.open("wb") as out:

@@ -18,6 +18,7 @@ from producers.status_page import SECURITY_HEADERS
 from producers.ui_session import COOKIE
 from shared.models import utc_now
 from shared.settings import Settings
+from tests.integration import log_secrets
 from tests.integration.support import APP_URL, KeyMaker, wait_until_finished
 
 ORIGIN = {"Origin": APP_URL}
@@ -38,6 +39,7 @@ def sign_in(page: TestClient, key: str) -> str:
     """Signs in; returns the page's CSRF token."""
     answer = page.post("/ui/signin", data={"key": key}, headers=ORIGIN)
     assert answer.status_code == 303, answer.text
+    log_secrets.remember(page.cookies.get(COOKIE))
     shown = page.get("/ui")
     assert shown.status_code == 200 and "Sign out" in shown.text
     found = re.search(r'name="csrf" value="([^"]+)"', shown.text)

@@ -123,3 +123,50 @@ def test_text_is_for_people_with_the_same_ids() -> None:
     assert line.split()[1:] and "Task t-3 succeeded" in line
     assert "task_id=t-3" in line and "stage=write" in line and "document=key-9" in line
     assert not line.startswith("{")
+
+
+KEY = "egk_0123456789abcdef_" + "S3cr3t-" * 6 + "x"
+COOKIE_VALUE = "eyJ0ZW5hbnQiOiJhbGljZSJ9.Zm9vYmFy.c2lnbmF0dXJl"
+
+
+def _an_app_failing_with_a_request_in_hand() -> None:
+    scope = {  # an ASGI scope, as every frame of the app's stack holds one
+        "type": "http",
+        "headers": [
+            (b"authorization", f"Bearer {KEY}".encode()),
+            (b"cookie", f"engram_ui={COOKIE_VALUE}".encode()),
+            (b"x-api-key", KEY.encode()),
+        ],
+    }
+    raise OverflowError(f"date value out of range ({len(scope)})")
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_logged_traceback_shows_no_local_variable_and_no_credential(
+    fmt: logging_setup.Format,
+) -> None:
+    # Given the app's log
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    stream = io.StringIO()
+    logging_setup.configure(fmt, logging.INFO, stream)
+    try:
+        # When a request fails with its key and cookie in a local variable, and a line names both
+        try:
+            _an_app_failing_with_a_request_in_hand()
+        except OverflowError:
+            logging.getLogger("producers.api").exception("Exception in ASGI application")
+        logging.getLogger("other").warning("sent: Bearer %s with engram_ui=%s", KEY, COOKIE_VALUE)
+        logging.getLogger("other").warning("headers: Authorization: Bearer %s; Cookie: x", KEY)
+    finally:
+        root.handlers, root.level = saved[0], saved[1]
+        logging.captureWarnings(False)
+    written = stream.getvalue()
+
+    # Then the traceback is there, without the frame's variables, and neither secret is anywhere
+    assert "OverflowError" in written and "_an_app_failing_with_a_request_in_hand" in written
+    assert "S3cr3t" not in written and COOKIE_VALUE not in written, written
+    assert "<redacted>" in written
+    if fmt == "json":
+        frames = json.loads(written.splitlines()[0])["exception"][0]["frames"]
+        assert frames and all("locals" not in frame for frame in frames)
