@@ -1,6 +1,8 @@
 """The Python half of ops/n8n-check: fills in the workflow and credential templates of docs/n8n/,
 reads n8n's execution output, waits on Engram's API, and counts the documents' points in the
-embedded Qdrant folder. Each subcommand prints what it checked and exits 1 when a check fails.
+backup through the configured engine's adapter (``connect_vectors``, by the container), never by
+opening a folder: a check that opened local mode's folder found nothing once Edge was the default.
+Each subcommand prints what it checked and exits 1 when a check fails.
 
 .venv/bin/python ops/n8n_check.py prepare DOCS OUT API_URL < key.json    (engram keys create --json)
 .venv/bin/python ops/n8n_check.py ids EXECUTION.json NODE
@@ -15,11 +17,15 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
+
+if TYPE_CHECKING:
+    from shared.stores.base import VectorConnection
 
 # What the templates hold in place of the instance's own values.
 TEMPLATE_URL = "http://127.0.0.1:8000"
@@ -116,33 +122,42 @@ def found(execution: Path, node: str, document_ids: list[str]) -> None:
         fail(f"the search workflow did not return {missing}")
 
 
+def backup_counts(vectors: VectorConnection, tenant: str, page: int = 256) -> Counter[str]:
+    """The tenant's points per document, in every model's collection the backup holds, read
+    through the adapter of the configured engine (Edge's folder, local mode's, or a server)."""
+    counts: Counter[str] = Counter()
+    for model, dimension in vectors.models():
+        store = vectors.store(model, dimension)
+        after: str | None = None
+        while True:
+            rows, after = store.scroll_payloads(after, page, ["document_id"], user_id=tenant)
+            counts.update(str(payload.get("document_id")) for _, payload in rows)
+            if after is None:
+                break
+    return counts
+
+
 def qdrant(tenant: str, state: Path) -> None:
-    """Counts each document's points in the embedded Qdrant folder (its worker stopped first):
-    as many as the document has chunks."""
-    from qdrant_client import QdrantClient
-    from qdrant_client import models as qm
-
+    """Counts each document's points in the backup, as many as the document has chunks. An
+    embedded engine's folder has one owner: the stack is stopped first (ops/n8n-check does)."""
+    from shared.container import Container
     from shared.settings import get_settings
+    from shared.stores.folders import embedded_folder
 
+    settings = get_settings()
     statuses: dict[str, dict[str, Any]] = json.loads(state.read_text())
-    client = QdrantClient(path=str(get_settings().qdrant_local_path))
+    container = Container(settings)
     try:
-        collections = [c.name for c in client.get_collections().collections]
-        for document_id, status in statuses.items():
-            points = 0
-            for collection in collections:
-                where = qm.Filter(
-                    must=[
-                        qm.FieldCondition(key="user_id", match=qm.MatchValue(value=tenant)),
-                        qm.FieldCondition(key="document_id", match=qm.MatchValue(value=document_id)),
-                    ]
-                )
-                points += client.count(collection, count_filter=where, exact=True).count
-            print(f"  {document_id}: {points} point(s) in Qdrant, {status['chunks']} chunk(s) in Neo4j")
-            if points != status["chunks"]:
-                fail(f"{document_id} has {points} points in Qdrant, not {status['chunks']}")
+        counts = backup_counts(container.qdrant, tenant)
     finally:
-        client.close()
+        container.close()
+    engine = "a server" if settings.qdrant_url else f"engine {settings.qdrant_engine}"
+    print(f"  the backup: {engine} at {settings.qdrant_url or embedded_folder(settings)}")
+    for document_id, status in statuses.items():
+        points = counts[document_id]
+        print(f"  {document_id}: {points} point(s) in Qdrant, {status['chunks']} chunk(s) in Neo4j")
+        if points != status["chunks"]:
+            fail(f"{document_id} has {points} points in Qdrant, not {status['chunks']}")
 
 
 def main(argv: list[str]) -> None:

@@ -459,9 +459,9 @@ class EngramClient:
         counted_at = identity.checked_at
         stored = self._store().stored_model()
         if self.settings.qdrant_url is not None and stored is not None:
-            from shared.stores.qdrant import QdrantConnection
+            from shared.stores.vectors import connect_vectors
 
-            connection = QdrantConnection(self.settings)
+            connection = connect_vectors(self.settings)
             try:
                 points, counted_at = connection.store(*stored).count(), utc_now()
             finally:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from shared.redis_client import connect
 from shared.services import census
 from shared.settings import Settings
+from shared.stores.folders import embedded_folder
 from workers.app import QUEUES
 from workers.app import app as default_app
 
@@ -223,8 +224,7 @@ def default_probes(
 
     def qdrant_probe() -> ServiceHealth:
         if settings.qdrant_url is None:
-            edge = settings.qdrant_engine == "edge"
-            folder = settings.qdrant_edge_local_path if edge else settings.qdrant_local_path
+            folder = embedded_folder(settings)
             state = "exists" if folder.is_dir() else "is not created yet (no write so far)"
             return ServiceHealth(status="embedded", detail=f"folder {folder} {state}")
         headers = {"api-key": settings.qdrant_api_key.get_secret_value()} if settings.qdrant_api_key else {}

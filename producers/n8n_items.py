@@ -6,18 +6,30 @@ its input in one request, in that shape: a JSON array of items. Each item's ``js
 document, validated exactly as a document sent alone; ``pairedItem`` is n8n's own bookkeeping
 (which input item this one came from) and is read past. Anything else in an item (``binary``
 data, say) is refused with 422, as an unknown field of a document is: Engram takes text.
+
+Every field of n8n's bookkeeping is bounded (a node's name, an item's number, the list of
+items it came from): what Engram reads past must not cost more than what it takes (a 20 MB
+``previousNode`` was queued with a 202); past a bound, 422 names the field and the limit.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from shared.models import DocumentBody, a_json_number
 
+# The largest index of a JavaScript array: no item, input, output or run of n8n numbers more.
+ITEM_NUMBER_MAX = 2**32 - 2
+# Far past any node name n8n's editor shows.
+NODE_NAME_MAX = 1024
+# The inputs one item can name as its sources (a Merge node's).
+PAIRED_ITEMS_MAX = 1000
+
 # An item number as JSON Schema's integer has it (3.0 is 3), never a boolean or text.
-ItemNumber = Annotated[int, Field(ge=0), BeforeValidator(a_json_number)]
+ItemNumber = Annotated[int, Field(ge=0, le=ITEM_NUMBER_MAX), BeforeValidator(a_json_number)]
+NodeName = Annotated[str, StringConstraints(max_length=NODE_NAME_MAX)]
 
 ITEM_KEY = "json"
 
@@ -29,7 +41,7 @@ class SourceData(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    previousNode: str
+    previousNode: NodeName
     previousNodeOutput: ItemNumber | None = None
     previousNodeRun: ItemNumber | None = None
 
@@ -50,9 +62,9 @@ class N8nItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     document: DocumentBody = Field(alias=ITEM_KEY, description="The document, as sent alone.")
-    pairedItem: ItemNumber | PairedItem | Annotated[list[PairedItem], Field(max_length=1000)] | None = Field(
-        None, description="n8n's bookkeeping; read past."
-    )
+    pairedItem: (
+        ItemNumber | PairedItem | Annotated[list[PairedItem], Field(max_length=PAIRED_ITEMS_MAX)] | None
+    ) = Field(None, description="n8n's bookkeeping; read past.")
 
 
 def is_n8n_item(value: Any) -> bool:

@@ -177,6 +177,7 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: str) -> str:
     """A snapshot on a server; a copy of the embedded folder while this process holds its lock."""
+    from shared.stores.folders import embedded_folder
     from shared.stores.qdrant import QdrantConnection
     from shared.stores.vectors import connect_vectors
 
@@ -198,7 +199,7 @@ def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: s
         except ServiceUnavailable as exc:
             raise ServiceUnavailable(
                 "qdrant",
-                f"the embedded folder {_embedded_folder(settings)} is held by another process",
+                f"the embedded folder {embedded_folder(settings)} is held by another process",
                 "stop the write worker, then run this again",
             ) from exc
         target = folder / f"qdrant-{stamp}"
@@ -209,10 +210,6 @@ def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: s
         )
     finally:
         connection.close()
-
-
-def _embedded_folder(settings: Settings) -> Path:
-    return settings.qdrant_edge_local_path if settings.qdrant_engine == "edge" else settings.qdrant_local_path
 
 
 def _print_report(report: RestoreReport, as_json: bool, seconds: float) -> None:

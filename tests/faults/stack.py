@@ -27,6 +27,7 @@ import redis
 from shared import redis_client, secrets
 from shared.settings import Settings
 from shared.stores.base import SearchableVectorStore
+from shared.stores.folders import embedded_folder
 from shared.stores.qdrant import collection_name
 from shared.stores.vectors import connect_vectors
 from workers.app import QUEUES
@@ -392,8 +393,7 @@ class FaultStack:
     @property
     def qdrant_folder(self) -> Path:
         """The embedded backup's folder, of the engine the settings name."""
-        s = self.settings
-        return s.qdrant_edge_local_path if self.edge else s.qdrant_local_path
+        return embedded_folder(self.settings)
 
     @property
     def collection_dir(self) -> Path:

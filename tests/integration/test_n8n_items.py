@@ -112,6 +112,24 @@ def test_items_are_bounded_like_documents(api: TestClient, keys: KeyMaker, tenan
     assert unknown(api, tenant, "huge")
 
 
+def test_n8n_bookkeeping_is_bounded_with_a_clear_422(api: TestClient, keys: KeyMaker, tenant: str) -> None:
+    # Given an item whose pairedItem names a 20 MB node (issue 25: it was queued, 202)
+    n8n = client_with(keys(tenant).key)
+    source = {"previousNode": "n" * 20_000_000}
+    body = items({"id": "paired-huge", "text": "A fine document."})
+    body[0]["pairedItem"] = {"item": 0, "sourceOverwrite": source}
+    # When it is posted
+    response = n8n.post("/api/documents", json=body)
+    # Then it is refused, naming the field and its limit, without the 20 MB echoed back
+    assert response.status_code == 422, response.text[:300]
+    assert "previousNode" in response.text and "1024" in response.text, response.text[:300]
+    assert len(response.content) < 64_000
+    # And an item number past a JavaScript array's is refused as well
+    body[0]["pairedItem"] = {"item": 2**53}
+    assert n8n.post("/api/documents", json=body).status_code == 422
+    assert unknown(api, tenant, "paired-huge")
+
+
 def test_a_signed_webhook_takes_n8n_items(api: TestClient, keys: KeyMaker, tenant: str) -> None:
     # Given a signing key and a body of n8n items signed as a Code/Crypto node signs it
     made = keys(tenant, signing=True)

@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from qdrant_client import QdrantClient
 
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
@@ -42,8 +41,10 @@ def local_folder(folder: Path, points: list[VectorPoint], stamp: str | None = "s
 
 
 def edge_of(folder: Path) -> EdgeConnection:
-    settings = engine_settings("edge", folder)
-    return EdgeConnection(settings, migrate_from=settings.qdrant_local_path)
+    """Edge as the composition root opens it: with the local-mode folder to copy from."""
+    connection = connect_vectors(engine_settings("edge", folder))
+    assert isinstance(connection, EdgeConnection)
+    return connection
 
 
 def test_a_local_folder_comes_over_whole_on_first_use_and_stays_in_place(tmp_path: Path) -> None:
@@ -65,9 +66,9 @@ def test_a_local_folder_comes_over_whole_on_first_use_and_stays_in_place(tmp_pat
         edge.close()
 
     # And the local folder is still there, readable, with its 30 points
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
-    assert client.count(client.get_collections().collections[0].name).count == 30
-    client.close()
+    local = connect("local", tmp_path)
+    assert local.store(MODEL, DIM).count() == 30
+    local.close()
     assert json.loads((tmp_path / "qdrant-edge" / MARKER).read_text())["done_at"]
 
 
@@ -96,9 +97,9 @@ def test_a_second_start_copies_nothing_and_newer_edge_points_are_kept(tmp_path: 
 def test_a_copy_stopped_midway_resumes_after_the_last_page_recorded(tmp_path: Path) -> None:
     # Given 20 local points, and a copy that stopped after recording two pages of 5
     local_folder(tmp_path, [point(n, 1) for n in range(1, 21)])
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
-    name = client.get_collections().collections[0].name
-    client.close()
+    local = connect("local", tmp_path)
+    name = local.store(MODEL, DIM).collection
+    local.close()
     marker = tmp_path / "qdrant-edge" / MARKER
     marker.parent.mkdir()
     marker.write_text(json.dumps({"collections": {name: {"next": pid(11), "copied": 10}}}))

@@ -75,6 +75,34 @@ def test_the_openapi_document_describes_the_source_as_n8n_does() -> None:
     assert source["additionalProperties"] is False
     assert source["required"] == ["previousNode"]
     assert set(source["properties"]) == {"previousNode", "previousNodeOutput", "previousNodeRun"}
-    assert source["properties"]["previousNode"]["type"] == "string"
+    assert source["properties"]["previousNode"] == {
+        "type": "string",
+        "maxLength": 1024,
+        "title": "Previousnode",
+    }
     for number in ("previousNodeOutput", "previousNodeRun"):
-        assert {"type": "integer", "minimum": 0} in source["properties"][number]["anyOf"]
+        assert {"type": "integer", "minimum": 0, "maximum": 2**32 - 2} in source["properties"][number][
+            "anyOf"
+        ]
+
+
+def test_every_n8n_field_is_bounded() -> None:
+    # (issue 25: a 20 MB pairedItem.sourceOverwrite.previousNode was queued with a 202)
+    from producers.n8n_items import ITEM_NUMBER_MAX, NODE_NAME_MAX
+
+    longest = {"item": ITEM_NUMBER_MAX, "sourceOverwrite": {"previousNode": "n" * NODE_NAME_MAX}}
+    assert N8nItem.model_validate(item(longest)).document.id == "d"
+    too_long = {"previousNode": "n" * (NODE_NAME_MAX + 1)}
+    for paired in (
+        {"item": 0, "sourceOverwrite": too_long},
+        [{"item": 0, "sourceOverwrite": too_long}],
+        ITEM_NUMBER_MAX + 1,
+        {"item": ITEM_NUMBER_MAX + 1},
+        {"item": 0, "input": ITEM_NUMBER_MAX + 1},
+        {"item": 0, "sourceOverwrite": {"previousNode": "If", "previousNodeOutput": 10**400}},
+        {"item": 0, "sourceOverwrite": {"previousNode": "If", "previousNodeRun": 1e300}},
+    ):
+        with pytest.raises(ValidationError) as exc:
+            N8nItem.model_validate(item(paired))
+        kinds = {error["type"] for error in exc.value.errors()}
+        assert kinds & {"string_too_long", "less_than_equal", "int_parsing_size"}, (paired, kinds)

@@ -1,0 +1,46 @@
+"""CI (``.ci/run``: ``./ops/test`` on a fresh clone) runs the n8n check: nothing ran it before, so
+it broke silently when Qdrant Edge became the default (issue 29). ``ops/test``'s choice of what to
+run is taken from the script itself and run in bash with each kind of command line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OPS_TEST = (ROOT / "ops" / "test").read_text()
+
+
+def choice(*args: str) -> tuple[int, int]:
+    """(runs the n8n check, runs pytest) for ``./ops/test ARGS``, by ops/test's own lines."""
+    block = re.search(r"^n8n_check=0.*?^fi$", OPS_TEST, re.S | re.M)
+    assert block is not None, "ops/test no longer decides what to run in one block"
+    script = block.group(0) + '\necho "$n8n_check $run_pytest"'
+    out = subprocess.run(
+        ["bash", "-c", script, "ops/test", *args], capture_output=True, text=True, check=True
+    )
+    check, pytest_ = out.stdout.split()
+    return int(check), int(pytest_)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((), (1, 1)),  # CI's run: the whole suite, then the check
+        (("tests/unit", "-q"), (0, 1)),  # tests picked by hand: those only
+        (("--n8n-check",), (1, 0)),  # the check alone
+        (("--n8n-check", "tests/unit/test_ids.py"), (1, 1)),
+    ],
+)
+def test_ops_test_runs_the_n8n_check_when_run_whole(args: tuple[str, ...], expected: tuple[int, int]) -> None:
+    assert choice(*args) == expected
+
+
+def test_ci_runs_ops_test_whole_and_ops_test_runs_the_check_and_keeps_its_exit_code() -> None:
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert "./ops/test" in ci  # no arguments: the whole suite, so the check
+    assert "./ops/n8n-check || check_rc=$?" in OPS_TEST
+    assert re.search(r"rc=\$check_rc", OPS_TEST) and OPS_TEST.rstrip().endswith('exit "$rc"')
