@@ -311,7 +311,7 @@ async def internal_error(_: Request, exc: Exception) -> Response:
 
 @lru_cache(maxsize=1)
 def default_probes() -> health.Probes:
-    # The workers' broadcast waits out its timeout: its reading is reused briefly (health_cache).
+    # The workers' broadcast waits out its timeout: slow readings are reused briefly (health_cache).
     return reuse_slow(health.default_probes(get_settings()))
 
 

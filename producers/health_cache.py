@@ -3,8 +3,9 @@
 Asking the workers which queues they consume is a Celery broadcast, and a broadcast waits out
 its whole timeout for replies (``health.WORKERS_TIMEOUT_S``, half a second): every idle
 ``/healthz`` took 0.6-0.8 s, and a monitor polling it held a thread of the probes' pool as long.
-The stores' probes (a Redis ping, one Neo4j read, Qdrant's ``/readyz``) take milliseconds and
-still run on every call, so an outage of any store shows on the next call.
+The Neo4j probe (a session and one read: 30-80 ms on a busy machine) is reused the same way;
+Redis's ping and Qdrant's ``/readyz`` take a millisecond and run on every call. A refresh that
+fails drops the reading, so the next call probes, and reports the outage, itself.
 
 ``Reused`` wraps a probe: a reading younger than ``fresh_s`` is answered as it is; an older one,
 up to ``stale_s``, is answered while one refresh runs behind (on a thread of its own); with no
@@ -88,5 +89,8 @@ _refresher = ThreadPoolExecutor(1, thread_name_prefix="healthz-refresh")
 
 
 def reuse_slow(probes: Probes, executor: Executor = _refresher) -> Probes:
-    """``probes`` with the workers' broadcast reused (``Reused``); the stores probed each call."""
-    return dataclasses.replace(probes, workers=Reused(probes.workers, executor))
+    """``probes`` with the workers' broadcast and the Neo4j read reused (``Reused``); Redis and
+    Qdrant probed each call."""
+    return dataclasses.replace(
+        probes, workers=Reused(probes.workers, executor), neo4j=Reused(probes.neo4j, executor)
+    )
