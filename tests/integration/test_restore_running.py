@@ -213,10 +213,19 @@ def test_a_primary_wiped_under_running_workers_comes_back_whole(stack: FaultStac
         again = {"id": "doc-0003", "title": "doc-0003", "text": " ".join(texts)}
         assert _post(api, old.key, again).json()["unchanged"] == ["doc-0003"]
 
-        # And a pass finds no drift and the primary in step
+        # And one pass finds the primary in step and removes only the points of doc-0007's version
+        # the loss replaced (the restore left them: superseded); the next finds no drift at all
         after = client.reconcile(timeout_s=600)
         assert after["primary_lost"] is None
-        assert sum(after["drift_found"].values()) == 0, after["drift_found"]
+        superseded = report["superseded_points"]
+        assert after["drift_found"] == {
+            "missing_in_qdrant": 0,
+            "stale_in_qdrant": 0,
+            "orphan_points": superseded,
+        }
+        assert after["drift_fixed"]["orphan_points"] == superseded
+        again = client.reconcile(timeout_s=600)
+        assert sum(again["drift_found"].values()) == 0, again["drift_found"]
     finally:
         app.terminate()
         app.wait(timeout=30)
