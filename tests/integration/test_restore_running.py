@@ -224,8 +224,8 @@ def test_a_primary_wiped_under_running_workers_comes_back_whole(stack: FaultStac
             "orphan_points": superseded,
         }
         assert after["drift_fixed"]["orphan_points"] == superseded
-        again = client.reconcile(timeout_s=600)
-        assert sum(again["drift_found"].values()) == 0, again["drift_found"]
+        second = client.reconcile(timeout_s=600)
+        assert sum(second["drift_found"].values()) == 0, second["drift_found"]
     finally:
         app.terminate()
         app.wait(timeout=30)
