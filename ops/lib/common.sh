@@ -172,6 +172,7 @@ redis_start() {
     until redis_ready "$port"; do
         if ((SECONDS - started > timeout)) ||
             { ((SECONDS - started > 5)) && ! live_pid "$RUN_DIR/redis.pid" redis-server >/dev/null &&
+                ! live_pid "$RUN_DIR/redis-keeper.pid" ops/keep.py >/dev/null &&
                 [[ $(redis_state "$port") == none ]]; }; then
             tail -n 20 "$LOG_DIR/redis.log" >&2
             fail "Redis on port $port is not ready (not running, or still loading its AOF after ${timeout}s)"
