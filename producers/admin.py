@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from producers.auth import caller_of
 from producers.bodies import JsonBody
 from producers.client import EngramClient
+from shared.api_models import Problem
 from shared.errors import Forbidden
 from shared.models import Identifier
 
@@ -54,7 +55,11 @@ _restore_body = JsonBody(RestoreRequest, "RestoreRequest")  # validated off the 
 
 
 @router.post(
-    "/restore", status_code=202, response_model=RestoreStarted, openapi_extra=_restore_body.openapi_extra
+    "/restore",
+    status_code=202,
+    response_model=RestoreStarted,
+    openapi_extra=_restore_body.openapi_extra,
+    responses={409: {"model": Problem, "description": "A restore is running: one at a time."}},
 )
 async def start_restore(
     body: Annotated[RestoreRequest, Depends(_restore_body)], request: Request

@@ -49,6 +49,7 @@ from shared.errors import (
     Forbidden,
     InvalidInput,
     Overloaded,
+    RestoreRunning,
     SearchTimeout,
     ServiceUnavailable,
     TenantBusy,
@@ -277,6 +278,11 @@ async def unauthenticated(_: Request, exc: Unauthenticated) -> Response:
 @app.exception_handler(Forbidden)
 async def forbidden(_: Request, exc: Forbidden) -> Response:
     return problem(403, str(exc))
+
+
+@app.exception_handler(RestoreRunning)
+async def restore_running(_: Request, exc: RestoreRunning) -> Response:
+    return problem(409, str(exc))
 
 
 @app.exception_handler(ServiceUnavailable)

@@ -25,7 +25,7 @@ from producers.waiting import LoadProgress
 from shared import logging_setup
 from shared.auth import KeyInfo
 from shared.confusables import confusable_with
-from shared.errors import ConfigurationError, InvalidInput, SearchTimeout, ServiceUnavailable
+from shared.errors import ConfigurationError, InvalidInput, RestoreRunning, SearchTimeout, ServiceUnavailable
 from shared.ids import document_key
 from shared.models import DeleteResult, DocumentIn, Identifier, SearchFilters, SearchRequest, utc_now
 from shared.services.reembed import Progress as ReembedProgress
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.run(args)
         return result
-    except (InvalidInput, ConfigurationError) as exc:
+    except (InvalidInput, ConfigurationError, RestoreRunning) as exc:
         print(f"engram: error: {exc}", file=sys.stderr)
         return 2
     except (ServiceUnavailable, SearchTimeout) as exc:

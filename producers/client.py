@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,7 @@ from shared.services.reembed import Progress as ReembedProgress
 from shared.services.reembed import Reembed, ShowProgress
 from shared.services.refs import DocRef
 from shared.services.replay import Replay, ReplayReport, Stage
+from shared.services.restore_lock import RestoreLock
 from shared.settings import Settings, get_settings
 from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, MigrationState
@@ -548,11 +550,27 @@ class EngramClient:
 
     # engram restore (shared/services/restore.py), run by the process that may open Qdrant.
 
+    def restore_lock(self) -> RestoreLock:
+        return RestoreLock(self._redis, self.settings.restore_lock_ttl_s)
+
     def start_restore(self, **options: Any) -> celery.result.AsyncResult[Any]:
-        """Sends a restore to the reconcile queue; its checkpoint shows how far it got."""
+        """Sends a restore to the reconcile queue; its checkpoint shows how far it got.
+
+        One at a time: ``RestoreRunning`` while another holds the lock (a dry run takes none)."""
         self.ping()
-        with queue_errors():
-            return self._app.send_task(RESTORE_TASK, kwargs=options)
+        lock = None if options.get("dry_run") else self.restore_lock()
+        token = uuid.uuid4().hex
+        if lock is not None:
+            if not lock.claim(token):
+                raise lock.refuse()
+            options = {**options, "lock": token}
+        try:
+            with queue_errors():
+                return self._app.send_task(RESTORE_TASK, kwargs=options)
+        except BaseException:
+            if lock is not None:
+                lock.release(token)
+            raise
 
     def restore_state(self, to: str) -> dict[str, Any] | None:
         state = self._store().restore_state(f"restore:{to}")

@@ -15,10 +15,12 @@ embedded folder (only while no process holds it: stop the write worker first).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,10 @@ import celery.exceptions
 from producers.client import EngramClient
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.models import utc_now
+from shared.redis_client import connect
 from shared.services.backup import FileSource, export
 from shared.services.restore import Restorer, RestoreReport
+from shared.services.restore_lock import RestoreLock
 from shared.settings import Settings, get_settings
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j_keys import Neo4jKeyRows
@@ -118,6 +122,7 @@ def run_restore(args: argparse.Namespace) -> int:
 def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
     settings = get_settings()
     graph = Neo4jStore(settings)
+    redis = connect(settings)
     try:
         source = FileSource(args.from_file)
         restorer = Restorer(
@@ -129,18 +134,22 @@ def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
         )
         bar = _Bar(args.json)
         started = time.monotonic()
-        report = restorer.to_neo4j(
-            source,
-            tenant=tenant,
-            dry_run=args.dry_run,
-            fresh=args.fresh,
-            progress=lambda r, total: bar.show(r.restored + r.skipped_newer, total),
-        )
+        # One restore at a time, this one in this process (shared/services/restore_lock.py).
+        lock = RestoreLock(redis, settings.restore_lock_ttl_s)
+        with contextlib.nullcontext() if args.dry_run else lock.held(uuid.uuid4().hex):
+            report = restorer.to_neo4j(
+                source,
+                tenant=tenant,
+                dry_run=args.dry_run,
+                fresh=args.fresh,
+                progress=lambda r, total: bar.show(r.restored + r.skipped_newer, total),
+            )
         bar.close()
         _print_report(report, args.json, time.monotonic() - started)
         if not args.dry_run and not args.json:
             print("  restored Memories are pending: the reconciler syncs them to Qdrant (engram reconcile)")
     finally:
+        redis.close()
         graph.close()
     return EXIT_PARTIAL if report.unreadable_count else 0
 

@@ -44,6 +44,10 @@ class Forbidden(PermanentError):
     """A valid key naming a tenant it does not act for (403)."""
 
 
+class RestoreRunning(PermanentError):
+    """A restore is running (shared/services/restore_lock.py): another is refused (409)."""
+
+
 class DocumentTooLarge(InvalidInput):
     """A document over ``ENGRAM_MAX_DOCUMENT_BYTES``, or a request over ``ENGRAM_MAX_REQUEST_BYTES``."""
 
@@ -128,6 +132,7 @@ __all__ = [
     "ModelMigration",
     "Overloaded",
     "PermanentError",
+    "RestoreRunning",
     "SearchTimeout",
     "ServiceUnavailable",
     "StagingMissing",

@@ -370,6 +370,12 @@ class Settings(BaseSettings):
     restore_batch_documents: int = Field(
         64, ge=1, le=4096, description="Documents rebuilt per write of engram restore."
     )
+    restore_lock_ttl_s: float = Field(
+        60.0,
+        ge=1.0,
+        le=3600.0,
+        description="One restore at a time: its lock frees itself this long after its worker died.",
+    )
 
     # HTTP app.
     api_host: str = Field("127.0.0.1", description="HTTP app address.")

@@ -9,6 +9,7 @@ from shared.errors import EngramError
 from shared.ledger import Sent
 from shared.models import utc_now
 from shared.services import census, key_backup
+from shared.services.restore_lock import RestoreLock
 from shared.stores.neo4j_keys import Neo4jKeyRows
 from workers.app import QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
 from workers.stage import batch_of, batch_refs, container
@@ -59,8 +60,21 @@ def restore(
     fresh: bool = False,
     model: str | None = None,
     dimension: int | None = None,
+    lock: str | None = None,
 ) -> dict[str, Any]:
-    """``engram restore``, in the process that may open Qdrant (shared/services/restore.py)."""
+    """``engram restore``, in the process that may open Qdrant (shared/services/restore.py).
+
+    ``lock``: the token the sender claimed the restore lock with (shared/services/restore_lock.py),
+    kept alive here while the restore runs and released at its end; none for a dry run."""
+    if lock is None:
+        return _restore(to, tenant, dry_run, fresh, model, dimension)
+    with RestoreLock(container().redis, container().settings.restore_lock_ttl_s).held(lock):
+        return _restore(to, tenant, dry_run, fresh, model, dimension)
+
+
+def _restore(
+    to: str, tenant: str | None, dry_run: bool, fresh: bool, model: str | None, dimension: int | None
+) -> dict[str, Any]:
     c = container()
     if to == "qdrant":
         page = c.settings.reconcile_batch_size
