@@ -38,7 +38,7 @@ from shared.search.sources import (
     TenantStats,
 )
 from shared.search.text import query_head, query_terms
-from shared.search.timeframe import Timeframe, timeframe
+from shared.search.timeframe import Timeframe, read_again, timeframe
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ class Searcher:
         if named is None or now is not None:
             return named
         newest = self._store.newest_memory(user_id)
-        return named if newest is None else timeframe(text, newest)
+        return named if newest is None else read_again(named, text, newest)
 
     def _feedback(self, query: Query, first: list[Candidate]) -> list[Candidate]:
         """Pseudo-relevance feedback (Rocchio): the query vector is moved toward the vectors of

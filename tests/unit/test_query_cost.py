@@ -6,6 +6,7 @@ read whole, as before."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from shared.models import SearchRequest
 from shared.search import Searcher
 from shared.search.text import query_head, tokens
+from shared.search.timeframe import MAX_WORDS, bounded, read_again, timeframe
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
 from tests.unit.search_fakes import FakeSearchStore, Stored
@@ -98,3 +100,33 @@ def test_query_head_keeps_the_text_up_to_the_last_word_kept() -> None:
     assert query_head("  ", 3) == "  "
     assert query_head("\u4e00\u4e8c\u4e09", 2) == "\u4e00\u4e8c"
     assert query_head("a" * 5000, 64) == "a" * 1024
+
+
+# The time a query names
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where did Ana go hiking last year?",
+        "What did we say before 3 May 2023?",
+        "what happened since April 10, 2023",
+        "When did we plan the trip two weeks ago with Melanie?",
+        "what did we say yesterday",
+    ],
+)
+def test_a_time_read_again_from_its_words_is_the_time_the_whole_question_names(question: str) -> None:
+    # Given the time a question names, read relative to today
+    first, newest = datetime(2024, 3, 1, tzinfo=UTC), datetime(2023, 9, 2, 9, 15, tzinfo=UTC)
+    named = timeframe(question, first)
+    assert named is not None
+
+    # When it is read again relative to the tenant's newest memory, from its own words only
+    # Then it is the time the whole question names relative to that moment
+    assert read_again(named, question, newest) == timeframe(question, newest)
+
+
+def test_the_time_is_read_from_the_first_32_words() -> None:
+    flood = ("1 may " * 1400)[:8180]
+    assert len(tokens(bounded(flood))) == MAX_WORDS == 32
+    assert bounded(ORDINARY) == ORDINARY
