@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import datetime
 from typing import Literal
 
 from shared.embedding.base import Embedder, Vectors
@@ -36,8 +37,8 @@ from shared.search.sources import (
     SearchStore,
     TenantStats,
 )
-from shared.search.text import query_terms
-from shared.search.timeframe import Timeframe, timeframe
+from shared.search.text import query_head, query_terms
+from shared.search.timeframe import Timeframe, read_again, timeframe
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -128,20 +129,22 @@ class Searcher:
         threshold = s.search_default_threshold if request.threshold is None else request.threshold
 
         started = time.perf_counter()
+        # Every stage reads the query's head: its cost is bounded whatever the query's length.
+        said = query_head(request.query, s.search_query_max_words)
         # The time the query names (dateparser, and the tenant's newest memory when it names one)
         # is read while the query is embedded and the candidates come.
-        named = self._reads.submit(self._timeframe, request, request.method)
-        vector = self._queries.embed(request.query).tolist()
+        named = self._reads.submit(self._timeframe, said, request.now, request.method, request.user_id)
+        vector = self._queries.embed(said).tolist()
         embedded = time.perf_counter()
 
         query = Query(
-            text=request.query,
+            text=said,
             vector=vector,
             user_id=request.user_id,
             filters=request.filters,
             top_k=top_k,
             pool=top_k * s.search_oversample,
-            terms=query_terms(request.query),
+            terms=query_terms(said),
             deadline=deadline,
         )
         method = request.method
@@ -167,7 +170,7 @@ class Searcher:
         follow_ups: list[str] = []
         if method == "engram" and source == "neo4j":
             ranked, follow_ups = self._second_round(query, ranked, policy)
-            ranked = self._reranked(request.query, ranked)
+            ranked = self._reranked(said, ranked)
         found = self._shape(request, ranked[:top_k], method, source)
         finished = time.perf_counter()
 
@@ -240,17 +243,19 @@ class Searcher:
             self.keyword_weight(query, "engram") <= s.search_feedback_max_keyword_weight
         )
 
-    def _timeframe(self, request: SearchRequest, method: SearchMethod) -> Timeframe | None:
+    def _timeframe(
+        self, text: str, now: datetime | None, method: SearchMethod, user_id: str
+    ) -> Timeframe | None:
         """The time the query names, read relative to the request's ``now``, else to the tenant's
         newest memory (asked only when the query names a time). Engram's own search only: the
         baselines stay fixed."""
         if method != "engram" or not self._settings.search_time_weight:
             return None
-        named = timeframe(request.query, request.now or utc_now())
-        if named is None or request.now is not None:
+        named = timeframe(text, now or utc_now())
+        if named is None or now is not None:
             return named
-        newest = self._store.newest_memory(request.user_id)
-        return named if newest is None else timeframe(request.query, newest)
+        newest = self._store.newest_memory(user_id)
+        return named if newest is None else read_again(named, text, newest)
 
     def _feedback(self, query: Query, first: list[Candidate]) -> list[Candidate]:
         """Pseudo-relevance feedback (Rocchio): the query vector is moved toward the vectors of
@@ -307,7 +312,8 @@ class Searcher:
         if verdict.sufficient:
             return ranked, []
         rounds = [ranked]
-        for text in verdict.queries:
+        for said in verdict.queries:
+            text = query_head(said, self._settings.search_query_max_words)
             follow = replace(
                 query, text=text, vector=self._queries.embed(text).tolist(), terms=query_terms(text)
             )

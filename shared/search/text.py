@@ -95,6 +95,25 @@ def stems(words: Iterable[str]) -> list[str]:
     return [stem(word) for word in words]
 
 
+# A query's head: what every stage of a search reads of it (the model, the indexes, the time it
+# names), so a search costs what a long question does whatever the query's length.
+HEAD_CHARS_PER_WORD = 16
+
+
+def query_head(text: str, max_words: int) -> str:
+    """The query up to the end of its ``max_words``-th word, at most 16 characters a word: a query
+    within the bound is kept as it was said."""
+    end = len(text)
+    for count, match in enumerate(_TOKEN.finditer(text)):
+        if count == max_words - 1:
+            end = match.end()
+        elif count == max_words:  # a word past the bound: the text ends with the last kept
+            break
+    else:
+        end = len(text)
+    return text[: min(end, max_words * HEAD_CHARS_PER_WORD)]
+
+
 def query_terms(text: str) -> list[str]:
     """The words a keyword search looks for, repeats kept (a word said twice weighs twice): stop
     words left out unless nothing else is left, at most 64 words and 512 characters."""

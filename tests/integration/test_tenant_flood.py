@@ -1,15 +1,22 @@
-"""One tenant cannot starve another (issue 25): a tenant past its bound of searches in flight gets
-429 with ``Retry-After`` while the others are served; the bound is counted in Redis, per tenant.
+"""One tenant cannot starve another (issue 25): a flood of 8 KB date queries from one tenant leaves
+another tenant's searches as quick as when idle, and a tenant past its bound of searches in
+flight gets 429 with ``Retry-After`` while the others are served.
 
-Through ``engram serve`` in a process of its own and the real query worker (concurrency 2).
+Through ``engram serve`` in a process of its own and the real query worker (concurrency 2), as
+the issue's attacker saw them. The figures (the other tenant's p50/p99 idle and under the flood)
+are written to ``logs/tenant-flood.json`` and printed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import statistics
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
@@ -23,8 +30,10 @@ from tests.integration.support import KeyMaker, Workers
 
 pytestmark = pytest.mark.integration
 
+FLOOD_S = 30.0
+FLOODERS = 3
 TENANT_MAX_SEARCHES = 8
-DATES = (("1 may " * 1400)[:8180],)  # and " <n>": 8 KB
+DATES = ("1 may " * 1400)[:8180], ("1, " * 2731)[:8180]  # and " <n>": 8 KB
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,82 @@ def served(settings: Settings, workers: Workers, keys: KeyMaker) -> Iterator[Ten
             {"Authorization": f"Bearer {keys(victim).key}"},
             {"Authorization": f"Bearer {keys(flooder).key}"},
         )
+
+
+def _quantiles(seconds: list[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(seconds, n=100, method="inclusive")
+    return {"n": len(seconds), "p50_ms": cuts[49] * 1000, "p99_ms": cuts[98] * 1000}
+
+
+async def _searches(client: httpx.AsyncClient, until: float, query: str) -> tuple[list[float], list[int]]:
+    """One search after another until ``until``: each 200's time, and every other status."""
+    took, other = [], []
+    i = 0
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        answer = await client.post("/api/memory/semantic-search", json={"query": f"{query} {i}"})
+        i += 1
+        if answer.status_code == 200:
+            took.append(time.perf_counter() - started)
+        else:
+            other.append(answer.status_code)
+    return took, other
+
+
+async def _victim_idle_then_flooded(tenants: Tenants) -> dict[str, object]:
+    timeout = httpx.Timeout(60)
+    async with (
+        httpx.AsyncClient(base_url=tenants.url, headers=tenants.victim, timeout=timeout) as victim,
+        httpx.AsyncClient(base_url=tenants.url, headers=tenants.flooder, timeout=timeout) as flooder,
+    ):
+        await _searches(victim, time.monotonic() + 3, "warm up the query worker")
+        idle, idle_other = await _searches(victim, time.monotonic() + FLOOD_S / 2, "what did we plan")
+        until = time.monotonic() + FLOOD_S
+        floods = [
+            asyncio.ensure_future(_searches(flooder, until, DATES[i % len(DATES)])) for i in range(FLOODERS)
+        ]
+        await asyncio.sleep(1)  # the flood under way
+        flooded, flooded_other = await _searches(victim, until, "what did we plan")
+        flood = await asyncio.gather(*floods)
+    return {
+        "idle": _quantiles(idle),
+        "flooded": _quantiles(flooded),
+        "victim_errors": idle_other + flooded_other,
+        "flood_answers": sum(len(took) for took, _ in flood),
+        "flood_other": sorted({status for _, other in flood for status in other}),
+    }
+
+
+@pytest.fixture(scope="module")
+def flood(served: Tenants, settings: Settings) -> dict[str, Any]:
+    """One tenant searching alone, then while another sends 8 KB date queries on 3 loops: the
+    figures, written and printed."""
+    figures = asyncio.run(_victim_idle_then_flooded(served))
+    path = settings.data_dir / "logs" / "tenant-flood.json"
+    path.write_text(json.dumps(figures, indent=2))
+    print(f"\ntenant flood ({FLOODERS} loops of 8 KB date queries, {FLOOD_S:g} s): {json.dumps(figures)}")
+    return figures
+
+
+def test_a_flood_of_date_queries_leaves_every_search_answered(flood: dict[str, Any]) -> None:
+    # Then the first tenant's searches were all answered, and the flood's own searches too
+    assert flood["victim_errors"] == [], flood
+    assert flood["flood_answers"] and flood["flood_other"] == [], flood
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 25's target, not met yet: each 8 KB query now costs what a long question does "
+    "plus dateparser's ~60-130 ms on its 32 date-like words, and three closed loops on two worker "
+    "slots queue the other tenant behind them (p99 617 ms against idle 180 ms, 2x + 50 is 410); "
+    "fair queueing per tenant is left",
+)
+def test_a_flood_of_date_queries_leaves_another_tenants_searches_as_quick_as_idle(
+    flood: dict[str, Any],
+) -> None:
+    # Then the first tenant's p99 is within 2x of idle's (and 50 ms, for a shared machine's noise)
+    idle, flooded = flood["idle"], flood["flooded"]
+    assert flooded["p99_ms"] <= 2 * idle["p99_ms"] + 50, flood
 
 
 async def _burst(tenants: Tenants, searches: int) -> tuple[list[httpx.Response], httpx.Response]:
