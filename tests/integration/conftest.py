@@ -21,7 +21,7 @@ from shared.auth import NewKey
 from shared.redis_client import connect
 from shared.settings import Settings
 from tests.integration import log_secrets
-from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers
+from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers, forget_failed_tries
 
 
 def _settings() -> Settings:
@@ -154,7 +154,4 @@ def use_settings() -> Iterator[Callable[[Settings], None]]:
 def fresh_failure_counts(redis_client: redis.Redis) -> None:
     """Each test starts with no failed key checks counted (shared/failed_tries.py): the tests of a
     run share one client address, and one test's refused keys must not make another's a 429."""
-    client = redis_client
-    found = list(client.scan_iter(match="engram:auth:failed:*", count=1000))
-    if found:
-        client.delete(*found)
+    forget_failed_tries(redis_client)

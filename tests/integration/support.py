@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import neo4j
+import redis
 from fastapi.testclient import TestClient
 
 from shared.auth import NewKey
@@ -163,3 +164,11 @@ def tenant_points(store: VectorStore, user_id: str) -> dict[str, VectorPoint]:
         ids.extend(point_id for point_id, _ in rows)
         if after is None:
             return {p.id: p for p in store.retrieve(ids)}
+
+
+def forget_failed_tries(client: redis.Redis) -> None:
+    """Forgets every failed key check counted (shared/failed_tries.py), as a new client address would
+    start: tests share one address, and one test's refused keys must not make another's a 429."""
+    found = list(client.scan_iter(match="engram:auth:failed:*", count=1000))
+    if found:
+        client.delete(*found)

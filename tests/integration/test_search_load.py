@@ -49,6 +49,9 @@ def server(settings: Settings, workers: Workers, keys: KeyMaker) -> Iterator[Ser
         "ENGRAM_API_MAX_PENDING_SEARCHES": str(MAX_PENDING),
         # one tenant stands for many clients here: the process's bound is the one tested
         "ENGRAM_TENANT_MAX_SEARCHES": str(2 * MAX_PENDING),
+        # and one client address for many clients: the per-address connection cap is
+        # test_served_doors.py's, not this test's
+        "ENGRAM_API_MAX_CONNECTIONS_PER_CLIENT": str(4 * MAX_PENDING),
     }
     url = f"http://127.0.0.1:{settings.api_port}"
     with log.open("wb") as out:
