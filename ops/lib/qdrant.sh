@@ -126,13 +126,15 @@ qdrant_start() {
     if [[ -z $pid ]]; then
         echo "qdrant: starting $QDRANT_VERSION on $host:$port (gRPC $((port + 1)), storage $QDRANT_HOME, log $QDRANT_LOG)"
         # The key goes in through the environment, never on a command line.
-        (cd "$QDRANT_HOME" && QDRANT__SERVICE__HOST=127.0.0.1 QDRANT__SERVICE__HTTP_PORT=$port \
+        # The subshell becomes the server (exec), so $! is the server's pid and no shell is left
+        # holding the caller's stdout open.
+        (cd "$QDRANT_HOME" && export QDRANT__SERVICE__HOST=127.0.0.1 QDRANT__SERVICE__HTTP_PORT=$port \
             QDRANT__SERVICE__GRPC_PORT=$((port + 1)) QDRANT__SERVICE__API_KEY=$key \
             QDRANT__STORAGE__STORAGE_PATH="$QDRANT_HOME/storage" \
             QDRANT__STORAGE__SNAPSHOTS_PATH="$QDRANT_HOME/snapshots" \
-            QDRANT__TELEMETRY_DISABLED=true QDRANT__LOG_LEVEL=WARN \
-            nohup "$QDRANT_BIN" >>"$QDRANT_LOG" 2>&1 </dev/null &
-            echo $! >"$QDRANT_PIDFILE")
+            QDRANT__TELEMETRY_DISABLED=true QDRANT__LOG_LEVEL=WARN &&
+            exec nohup "$QDRANT_BIN" >>"$QDRANT_LOG" 2>&1 </dev/null) &
+        echo $! >"$QDRANT_PIDFILE"
         pid=$(cat "$QDRANT_PIDFILE")
     fi
     until _qdrant_answers "$key"; do
