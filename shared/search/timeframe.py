@@ -176,6 +176,7 @@ def timeframe(text: str, now: datetime, budget_s: float = BUDGET_S) -> Timeframe
     text = bounded(text)
     if not may_name_time(text):
         return None
+    _loaded()  # once a process: dateparser's data, which is no query's cost
     try:
         return _read(text, now, time.monotonic() + budget_s)
     except _OverBudget:
@@ -203,6 +204,13 @@ def bounded(text: str) -> str:
     cut = text[:MAX_CHARS]
     head, space, _ = cut.rpartition(" ")
     return head if space else cut
+
+
+@cache
+def _loaded() -> None:
+    """Loads dateparser's language data (a second or more, once a process) by reading one date:
+    counted in a query's budget, it made the first query of a process name no time."""
+    _read("1 May 2023", datetime(2023, 5, 2, tzinfo=UTC))
 
 
 class _OverBudget(Exception):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -142,3 +144,16 @@ def test_adaptive_fusion_reads_bm25_relative_to_the_best_candidates() -> None:
 
     assert fused == pytest.approx({"a": 0.75 * 0.5 + 0.25, "b": 0.75 * 0.7 + 0.25 * 0.25, "c": 0.75 * 0.6})
     assert [f.fused for f in fusion.adaptive([candidate("d", 0.4, None)], 0.3)] == pytest.approx([0.28])
+
+
+def test_the_first_query_of_a_process_reads_its_time_though_dateparser_loads_then() -> None:
+    # Given a process that has read no date yet (dateparser's data not loaded: a second or more)
+    code = (
+        "from datetime import UTC, datetime\n"
+        "from shared.search.timeframe import timeframe\n"
+        "found = timeframe('the otter seen in May 2023', datetime(2024, 1, 1, tzinfo=UTC))\n"
+        "print(found.start.isoformat() if found else None)\n"
+    )
+    # When its first query names a time, Then the time is read: the load is not the query's budget
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "2023-05-01T00:00:00+00:00"
