@@ -35,6 +35,7 @@ from shared.graph.models import BackfillReport, EntityDetail, EntityPage
 from shared.ids import document_key
 from shared.ledger import Ledger
 from shared.models import (
+    FINAL_STATES,
     DeleteResult,
     DocumentIn,
     DocumentStatus,
@@ -84,9 +85,6 @@ from workers.app import (
 from workers.app import app as default_app
 
 log = logging.getLogger(__name__)
-
-FINAL_STATES = frozenset({"done", "failed", "unchanged"})
-"""States a document keeps at its version once reached (a replay of a failed one is a new wait)."""
 
 
 def check_document(document: DocumentIn, settings: Settings) -> None:

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
-from producers.client import FINAL_STATES
+from shared.models import FINAL_STATES
 from shared.services.refs import DocRef
 
 
