@@ -16,7 +16,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from producers.auth import CALLER
-from producers.mcp_http import KeyGuard
+from producers.mcp.http import KeyGuard
 from shared.auth import Caller
 from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.settings import Settings

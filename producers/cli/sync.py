@@ -1,4 +1,4 @@
-"""``engram ingest DIR --sync [--dry-run]``: the command around ``producers.folder_sync``.
+"""``engram ingest DIR --sync [--dry-run]``: the command around ``producers.cli.folder_sync``.
 
 It reads the folder, says what it will do (added, changed, unchanged, to forget, unreadable),
 then, unless ``--dry-run``, ingests the new and changed documents, waits for them, and forgets
@@ -15,9 +15,9 @@ import json
 import sys
 from typing import Any
 
-from producers.cli import load
+from producers.cli.common import load
+from producers.cli.folder_sync import folder_source, plan, read_folder, to_forget
 from producers.client import EngramClient
-from producers.folder_sync import folder_source, plan, read_folder, to_forget
 from shared.errors import InvalidInput
 
 

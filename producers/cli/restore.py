@@ -1,4 +1,4 @@
-"""``engram restore`` and ``engram backup`` (registered by producers/cli.py).
+"""``engram restore`` and ``engram backup`` (registered by ``producers.cli``).
 
 ``engram restore`` rebuilds Neo4j from Qdrant (the default), or Qdrant from Neo4j (``--to
 qdrant``; ``--migrate-payloads`` is the same pass, for points written before their payload
@@ -27,6 +27,7 @@ from typing import Any
 
 import celery.exceptions
 
+from producers.cli.common import identifier
 from producers.client import EngramClient
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.models import utc_now
@@ -277,8 +278,4 @@ def _progress_line(text: str) -> None:
 
 
 def _tenant(value: str | None) -> str | None:
-    if value is None:
-        return None
-    from producers.cli import _identifier
-
-    return _identifier(value)
+    return None if value is None else identifier(value)

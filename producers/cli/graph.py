@@ -1,4 +1,4 @@
-"""``engram entities`` (list, search, show) and ``engram graph backfill``, registered by cli.py."""
+"""``engram entities`` (list, search, show) and ``engram graph backfill``, registered by ``producers.cli``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import argparse
 import sys
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
+from producers.cli.common import identifier
 from producers.client import EngramClient
 from shared.errors import InvalidInput
 from shared.graph.entities import KINDS, normalise
-from shared.models import Identifier
 
 
 def register(commands: Any) -> None:
@@ -44,10 +42,7 @@ def register(commands: Any) -> None:
 
 
 def _tenant(value: str) -> str:
-    try:
-        return TypeAdapter(Identifier).validate_python(value)
-    except ValidationError as exc:
-        raise InvalidInput(f"--user {value!r}: {exc.errors()[0]['msg']}") from exc
+    return identifier(value, "--user")
 
 
 def _name(option: str, value: str | None) -> str | None:

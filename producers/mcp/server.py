@@ -4,7 +4,7 @@
     engram mcp --http --port 8765      # streamable HTTP: the API key decides the tenant
 
 On stdio it is a way in like the CLI: it runs beside the agent, on the machine that reaches Redis,
-and the user who starts it chooses the tenant (no API key). Over HTTP (``producers.mcp_http``) each
+and the user who starts it chooses the tenant (no API key). Over HTTP (``producers.mcp.http``) each
 request's API key decides its tenant, as on the HTTP app. ``remember`` enqueues a document through
 the same queues as every producer; ``recall`` (also ``search_memory``) sends the search to the
 query queue and returns Engram's ranked memories with a ``context`` text cut to a token budget,

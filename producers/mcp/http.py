@@ -21,7 +21,7 @@ and parsed strictly (``BodyGuard``: no duplicate key, no ``NaN``, nesting past P
 recursion refused with a 422), on a worker thread when large. The bound is ``mcp_body_limit``:
 what the largest tool call (``remember`` of a ``ENGRAM_MAX_DOCUMENT_BYTES`` text, every character
 escaped) can need, so the SDK's own parse of what passes stays short on the event loop. A tool
-refuses arguments it does not take (``producers.mcp_server``).
+refuses arguments it does not take (``producers.mcp.server``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from producers.auth import CALLER, CHALLENGE, Ambiguous, _token, caller_of, host_allowed
 from producers.client import EngramClient
 from producers.edge import BodyGuard, answer
-from producers.mcp_server import build_server
+from producers.mcp.server import build_server
 from producers.searches import Searches
 from producers.slow_clients import BodyDeadline
 from shared.auth import Authenticator, Caller

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from producers.files import JSONL_SUFFIXES, read_file, readable
+from producers.cli.files import JSONL_SUFFIXES, read_file, readable
 from shared.errors import InvalidInput
 from shared.models import DocumentIn
 

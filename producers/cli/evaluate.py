@@ -13,6 +13,7 @@ caller saw it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -366,3 +367,28 @@ def main(path: Path, reuse: bool, as_json: bool, suite: bool = False) -> int:
     report = run(path, reuse, say)
     print(json.dumps(report.as_json()) if as_json else report.table())
     return 0
+
+
+def register(commands: Any) -> None:
+    evaluation = commands.add_parser(
+        "eval", help="ingest a BEIR or LoCoMo set through the pipeline and measure search on it"
+    )
+    evaluation.add_argument(
+        "dataset", type=Path, nargs="?", metavar="DATASET", help="a BEIR folder or a LoCoMo JSON file"
+    )
+    evaluation.add_argument(
+        "--suite", type=Path, metavar="DIR", help="every set under DIR: one table, methods x sets"
+    )
+    evaluation.add_argument(
+        "--reuse", action="store_true", help="skip the ingest when the set's tenant already holds it"
+    )
+    evaluation.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluation.set_defaults(run=_eval)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    if (args.dataset is None) == (args.suite is None):
+        raise InvalidInput("engram eval takes one DATASET or --suite DIR")
+    if args.suite is not None:
+        return main(args.suite, args.reuse, args.json, suite=True)
+    return main(args.dataset, args.reuse, args.json)
