@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from pydantic import TypeAdapter, ValidationError
 
 from producers.client import EngramClient
-from producers.waiting import LoadProgress
+from producers.client.waiting import LoadProgress
 from shared.errors import InvalidInput, SearchTimeout
 from shared.ids import document_key
 from shared.models import DocumentIn, Identifier, SearchFilters

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from producers.client import EngramClient
-from producers.waiting import LoadProgress
+from producers.client.waiting import LoadProgress
 from shared.errors import InvalidInput, SearchTimeout
 from shared.evaluation.beir import BeirSet, load_beir
 from shared.evaluation.locomo import CATEGORIES, LocomoSet, load_locomo, locomo_file, recall_report

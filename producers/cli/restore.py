@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import sys
 import time
 import uuid
@@ -29,15 +28,11 @@ import celery.exceptions
 
 from producers.cli.common import identifier
 from producers.client import EngramClient
+from shared.container import Container
 from shared.errors import InvalidInput, ServiceUnavailable
-from shared.models import utc_now
-from shared.redis_client import connect
 from shared.services.backup import FileSource, export
-from shared.services.restore import Restorer, RestoreReport
-from shared.services.restore_lock import RestoreLock
-from shared.settings import Settings, get_settings
-from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_keys import Neo4jKeyRows
+from shared.services.restore import RestoreReport
+from shared.settings import get_settings
 
 EXIT_PARTIAL = 1
 STALL_S = 600.0
@@ -121,22 +116,14 @@ def run_restore(args: argparse.Namespace) -> int:
 
 
 def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
-    settings = get_settings()
-    graph = Neo4jStore(settings)
-    redis = connect(settings)
+    container = Container(get_settings())
     try:
         source = FileSource(args.from_file)
-        restorer = Restorer(
-            graph,
-            utc_now,
-            settings.restore_batch_documents,
-            settings.reconcile_min_primary_share,
-            Neo4jKeyRows(graph),
-        )
+        restorer = container.restorer
         bar = _Bar(args.json)
         started = time.monotonic()
         # One restore at a time, this one in this process (shared/services/restore_lock.py).
-        lock = RestoreLock(redis, settings.restore_lock_ttl_s)
+        lock = container.restore_lock()
         with contextlib.nullcontext() if args.dry_run else lock.held(uuid.uuid4().hex):
             report = restorer.to_neo4j(
                 source,
@@ -150,26 +137,25 @@ def _restore_file(args: argparse.Namespace, tenant: str | None) -> int:
         if not args.dry_run and not args.json:
             print("  restored Memories are pending: the reconciler syncs them to Qdrant (engram reconcile)")
     finally:
-        redis.close()
-        graph.close()
+        container.close()
     return EXIT_PARTIAL if report.unreadable_count else 0
 
 
 def run_backup(args: argparse.Namespace) -> int:
-    settings = get_settings()
     tenant = _tenant(args.tenant)
     folder: Path = args.folder
     folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    graph = Neo4jStore(settings)
+    container = Container(get_settings())
     try:
         if args.qdrant:  # first: a folder in use refuses at once, before a long export
-            print(_qdrant_backup(settings, graph, folder, stamp))
+            print(container.back_up_vectors(folder, stamp))
+        graph = container.graph
         path = folder / f"neo4j-{stamp}.jsonl"
         started = time.monotonic()
         store_id = graph.identity().store_id
         # The API keys go with a whole backup (hashes and sealed secrets, as Neo4j holds them).
-        keys = Neo4jKeyRows(graph).key_rows() if tenant is None else []
+        keys = container.key_rows.key_rows() if tenant is None else []
         count = export(
             graph,
             path,
@@ -181,45 +167,8 @@ def run_backup(args: argparse.Namespace) -> int:
         print(f"\rNeo4j: {count} memories to {path} in {time.monotonic() - started:.1f} s", flush=True)
         print(f"  restore it with: engram restore --from {path}")
     finally:
-        graph.close()
+        container.close()
     return 0
-
-
-def _qdrant_backup(settings: Settings, graph: Neo4jStore, folder: Path, stamp: str) -> str:
-    """A snapshot on a server; a copy of the embedded folder while this process holds its lock."""
-    from shared.stores.folders import embedded_folder
-    from shared.stores.qdrant import QdrantConnection
-    from shared.stores.vectors import connect_vectors
-
-    connection = connect_vectors(settings)
-    started = time.monotonic()
-    try:
-        if isinstance(connection, QdrantConnection) and not connection.embedded:
-            stored = graph.stored_model()
-            if stored is None:
-                return "Qdrant: nothing stored yet"
-            store = connection.store(*stored)
-            with connection.using() as client:
-                snapshot = client.create_snapshot(store.collection, wait=True)
-            name = snapshot.name if snapshot is not None else "?"
-            took = time.monotonic() - started
-            return f"Qdrant: snapshot {name} of {store.collection} on the server ({took:.1f} s)"
-        try:
-            source = connection.hold()  # holds the folder's lock: no writer meanwhile
-        except ServiceUnavailable as exc:
-            raise ServiceUnavailable(
-                "qdrant",
-                f"the embedded folder {embedded_folder(settings)} is held by another process",
-                "stop the write worker, then run this again",
-            ) from exc
-        target = folder / f"qdrant-{stamp}"
-        shutil.copytree(source, target)
-        return (
-            f"Qdrant: folder copied to {target} ({time.monotonic() - started:.1f} s); to use it, stop the "
-            f"write worker and put it in place of {source}"
-        )
-    finally:
-        connection.close()
 
 
 def _print_report(report: RestoreReport, as_json: bool, seconds: float) -> None:
