@@ -2,7 +2,7 @@
 
 Every file is read and every document validated before anything is enqueued, so a bad line
 anywhere stops the load with its file and line named and nothing half-loaded. A JSONL line is
-parsed as strictly as an HTTP body (producers/edge.py): a key twice, NaN or Infinity, a lone
+parsed as strictly as an HTTP body (producers/http/wire.py): a key twice, NaN or Infinity, a lone
 surrogate or nesting too deep for the parser is refused, not loaded.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from producers.edge import StrictJsonError, loads_strict
+from producers.http.wire import StrictJsonError, loads_strict
 from shared.errors import InvalidInput
 from shared.models import DocumentIn
 

@@ -34,13 +34,13 @@ def _serve(args: argparse.Namespace) -> int:
     # httptools (llhttp) parses strictly: a request with both Content-Length and
     # Transfer-Encoding, or a header line ended by a bare LF, is a 400 and the connection closed
     # (RFC 9112 §6.1: the framing a proxy in front may read otherwise: request smuggling). Its
-    # subclass closes a connection whose headers come too slowly (producers/slow_clients.py) and
-    # caps connections per client and in all (producers/connections.py).
+    # subclass closes a connection whose headers come too slowly (producers/http/slow_clients.py) and
+    # caps connections per client and in all (producers/http/connections.py).
     uvicorn.run(
-        "producers.api:app",
-        http="producers.connections:GatedHttpToolsProtocol",
+        "producers.http.app:app",
+        http="producers.http.connections:GatedHttpToolsProtocol",
         # The connections are capped by the protocol (per client, idle ones closed first); uvicorn's
-        # own bound, a 503 to every request past it, only backs it up (producers/connections.py).
+        # own bound, a 503 to every request past it, only backs it up (producers/http/connections.py).
         limit_concurrency=2 * settings.api_max_connections,
         timeout_keep_alive=settings.api_keep_alive_s,
         log_config=log_config,

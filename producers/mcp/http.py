@@ -11,7 +11,7 @@ clients only, and ``--user`` names the tenant.
 
 The server is stateless (``stateless_http``): each request stands alone, so no session opened with
 one key can be used with another, and any number of these processes may serve behind a balancer.
-Searches go through the query queue and are awaited on the event loop (``producers.searches``),
+Searches go through the query queue and are awaited on the event loop (``producers.http.searches``),
 as the HTTP app's are; the other tools call the blocking client on worker threads.
 
 It has the HTTP app's limits on slow and large requests, from the same modules: headers within
@@ -38,12 +38,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from producers.auth import CALLER, CHALLENGE, Ambiguous, _token, caller_of, host_allowed
 from producers.client import EngramClient
-from producers.edge import BodyGuard, answer
+from producers.http.auth import CALLER, CHALLENGE, Ambiguous, api_key_of, caller_of, host_allowed
+from producers.http.searches import Searches
+from producers.http.slow_clients import BodyDeadline
+from producers.http.wire import BodyGuard, answer
 from producers.mcp.server import build_server
-from producers.searches import Searches
-from producers.slow_clients import BodyDeadline
 from shared.auth import Authenticator, Caller
 from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.models import SearchRequest, SearchResponse
@@ -97,7 +97,7 @@ class KeyGuard:
             await self.app(scope, receive, send)
             return
         try:
-            caller = await anyio.to_thread.run_sync(self.authenticator.bearer, _token(headers))
+            caller = await anyio.to_thread.run_sync(self.authenticator.bearer, api_key_of(headers))
         except Ambiguous as exc:
             await answer(send, 400, str(exc))
             return
@@ -195,7 +195,7 @@ def serve(settings: Settings, host: str, port: int, local_tenant: str | None = N
         port=port,
         log_level="warning",
         # strict framing and a deadline on each request's headers, as engram serve
-        http="producers.slow_clients:TimedHttpToolsProtocol",
+        http="producers.http.slow_clients:TimedHttpToolsProtocol",
         lifespan="on",
         limit_concurrency=settings.api_max_connections,
         timeout_keep_alive=settings.api_keep_alive_s,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from producers.auth import CALLER
+from producers.http.auth import CALLER
 from producers.mcp.http import KeyGuard
 from shared.auth import Caller
 from shared.errors import ServiceUnavailable, Unauthenticated

@@ -12,9 +12,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from producers.auth import caller_of
-from producers.bodies import JsonBody
-from producers.client import EngramClient
+from producers.http.auth import caller_of
+from producers.http.bodies import JsonBody
+from producers.http.deps import client
 from shared.api_models import Problem
 from shared.errors import Forbidden
 from shared.models import Identifier
@@ -40,12 +40,6 @@ class RestoreStarted(BaseModel):
     to: str
 
 
-def _client() -> EngramClient:
-    from producers.api import client  # the app's one client (its drivers), made on first use
-
-    return client()
-
-
 def _admin(request: Request) -> None:
     if not caller_of(request.scope).admin:
         raise Forbidden("an admin key is required for /api/admin")
@@ -67,7 +61,7 @@ async def start_restore(
     """Sends the restore to the worker that may open Qdrant; poll GET for its progress."""
     _admin(request)
     options = body.model_dump(exclude={"user_id"})
-    result = await run_in_threadpool(_client().start_restore, tenant=body.user_id, **options)
+    result = await run_in_threadpool(client().start_restore, tenant=body.user_id, **options)
     return RestoreStarted(task_id=str(result.id), to=body.to)
 
 
@@ -75,5 +69,5 @@ async def start_restore(
 async def restore_state(request: Request, to: Literal["neo4j", "qdrant"] = Query("neo4j")) -> dict[str, Any]:
     """The restore's checkpoint: ``state`` (running, interrupted, done), ``total``, ``done``, ``report``."""
     _admin(request)
-    state = await run_in_threadpool(_client().restore_state, to)
+    state = await run_in_threadpool(client().restore_state, to)
     return state or {"state": "never run"}

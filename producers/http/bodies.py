@@ -5,13 +5,13 @@ every document must be checked character by character (1,000 documents of 63 KB 
 and one letter: about 10 s of pydantic) held every other request, ``/healthz`` too, for as long.
 So the routes that take a body declare it as ``JsonBody(T)``, a dependency that reads the body
 (``BodyGuard`` has already bounded and strictly checked it) and, when it is larger than
-``INLINE_BYTES``, parses and validates it on a worker thread (``producers.threads``). The event
+``INLINE_BYTES``, parses and validates it on a worker thread (``producers.http.threads``). The event
 loop keeps answering meanwhile (the validators' Python code lets go of the GIL every few
 milliseconds). A small body is validated in place: its cost is bounded, and a
 thread would only delay it.
 
 Invalid input is the same 422 as FastAPI's own (``loc`` from ``"body"``, the first errors, then a
-count: ``producers.api``'s handler of ``RequestValidationError``), and the OpenAPI document
+count: ``producers.http.app``'s handler of ``RequestValidationError``), and the OpenAPI document
 describes the body as before (``openapi_extra`` and ``add_body_schemas``).
 """
 
@@ -24,8 +24,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from producers.edge import PARSED_JSON, StrictJsonError, check_json
-from producers.threads import INLINE_BYTES, off_the_loop
+from producers.http.threads import INLINE_BYTES, off_the_loop
+from producers.http.wire import PARSED_JSON, StrictJsonError, check_json
 
 REF = "#/components/schemas/{model}"
 

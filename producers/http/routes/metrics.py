@@ -20,8 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from producers.auth import caller_of
-from producers.client import EngramClient
+from producers.http.auth import caller_of
+from producers.http.deps import client as app_client
 from shared import metrics
 from shared.errors import EngramError, Forbidden
 from shared.models import utc_now
@@ -30,15 +30,9 @@ from shared.settings import get_settings
 router = APIRouter(tags=["metrics"])
 
 
-def _client() -> EngramClient:
-    from producers.api import client  # the app's one client (its drivers), made on first use
-
-    return client()
-
-
 def read_stores() -> metrics.Readings:
     """Each store read on its own: Neo4j down still leaves the queue depths (and says so)."""
-    client = _client()
+    client = app_client()
     readings = metrics.Readings()
     try:
         readings.queues = client.queue_depths()
@@ -91,7 +85,7 @@ def route_template(routes: list[BaseRoute], scope: Scope) -> str:
     if isinstance(path, str):
         return path
     partial = None
-    for route in _flat(routes):
+    for route in flat_routes(routes):
         match, _ = route.matches(scope)
         if match is Match.FULL:
             return str(getattr(route, "path", "unmatched"))
@@ -100,13 +94,13 @@ def route_template(routes: list[BaseRoute], scope: Scope) -> str:
     return partial or "unmatched"
 
 
-def _flat(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
+def flat_routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
     """The app's routes, those of included routers among them (FastAPI keeps an included router
     as one entry of the app's routes; its routes carry their own prefix)."""
     for route in routes:
         inner = getattr(getattr(route, "original_router", None), "routes", None)
         if isinstance(inner, list):
-            yield from _flat(inner)
+            yield from flat_routes(inner)
         else:
             yield route
 

@@ -1,10 +1,10 @@
 """The HTTP app's searches: sent to the query queue and awaited without holding a thread.
 
-A search's wait is a coroutine (``producers.results``), so thousands can wait on one event loop
+A search's wait is a coroutine (``producers.http.results``), so thousands can wait on one event loop
 while the thread pool stays free for the endpoints that still need it. Three bounds:
 
 - **Time, from arrival.** The caller waits at most ``ENGRAM_SEARCH_TIMEOUT_S`` from the moment the
-  request reached the app (``producers.arrival``), whatever it queued behind: then 504. The task
+  request reached the app (``producers.http.arrival``), whatever it queued behind: then 504. The task
   carries that moment as its expiry, so a query worker that picks it up later drops it, and a
   worker that has it uses what is left (``workers.query.deadline``).
 - **Waiting searches, per process.** At most ``ENGRAM_API_MAX_PENDING_SEARCHES`` wait at once in
@@ -12,7 +12,7 @@ while the thread pool stays free for the endpoints that still need it. Three bou
   one more is refused at once with 503 and ``Retry-After`` (``Overloaded``), rather than piling
   up without bound.
 - **Searches of one tenant, over every process.** At most ``ENGRAM_TENANT_MAX_SEARCHES`` queued or
-  running (``producers.tenant_slots``, counted in Redis); one more is refused at once with
+  running (``producers.http.tenant_slots``, counted in Redis); one more is refused at once with
   ``TenantBusy`` (429), so one tenant's flood cannot fill the query queue ahead of the others.
 - **Threads for sending.** Celery's ``send_task`` is a blocking Redis call (and retries for a
   while if Redis drops): it runs on at most ``SEND_THREADS`` threads of a limiter of its own, so
@@ -39,8 +39,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from producers.client import queue_errors
-from producers.results import ResultWaiter
-from producers.tenant_slots import TenantSlots
+from producers.http.results import ResultWaiter
+from producers.http.tenant_slots import TenantSlots
 from shared.errors import Overloaded, SearchTimeout, ServiceUnavailable
 from shared.models import SearchRequest, SearchResponse
 from shared.redis_client import client_url_and_kwargs

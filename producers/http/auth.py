@@ -6,7 +6,7 @@
 ``X-API-Key: <key>`` (n8n's Header Auth) — or be a signed webhook (``X-Engram-Key-Id``,
 ``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: once the key id
 and timestamp hold, the body is read, bounded, to check it, holding one of
-``ENGRAM_API_UNVERIFIED_READS`` slots: ``producers.body_policy``). An
+``ENGRAM_API_UNVERIFIED_READS`` slots: ``producers.http.body_policy``). An
 anonymous request is answered 401 without its body being read. Failed keys are counted per
 address and key id (``shared/failed_tries.py``): past the bound, 429 before any key is looked up.
 The caller is put in the ASGI scope for the routes (``caller``). ``/metrics`` is checked as
@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache, partial
 
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from producers.body_policy import UnverifiedReads, unverified_reads
-from producers.edge import BodyTooLarge, answer, read_body, replay, too_many_unverified
+from producers.http.body_policy import UnverifiedReads, unverified_reads
+from producers.http.wire import BodyTooLarge, answer, read_body, replay, too_many_unverified
 from shared.auth import LOCAL_CALLER, Authenticator, Caller
 from shared.errors import ServiceUnavailable, TooManyFailures, Unauthenticated
 from shared.failed_tries import FailedTries, key_id_of
@@ -170,7 +170,7 @@ class AuthGuard:
                     body,
                 )
             else:
-                token = _token(headers)
+                token = api_key_of(headers)
                 bearer = partial(self.authenticator().bearer, token)
                 scope[CALLER] = await anyio.to_thread.run_sync(
                     self.tries().check, address_of(scope), key_id_of(token), bearer
@@ -193,7 +193,11 @@ class AuthGuard:
         await self.app(scope, receive, send)
 
 
-def _token(headers: dict[str, str]) -> str:
+def api_key_of(headers: Mapping[str, str]) -> str:
+    """The API key a request carries, read one way wherever a key is read (this guard, ``/healthz``
+    deciding whether to show details, MCP over HTTP): ``Authorization: Bearer <key>`` (the scheme
+    in any case) or ``X-API-Key: <key>``; both at once is ``Ambiguous`` (a 400, never a guess at
+    which one a proxy read), neither is ``Unauthenticated``. ``headers``: lower-case names."""
     if "authorization" in headers and "x-api-key" in headers:
         raise Ambiguous("both Authorization and X-API-Key are given: send the key once")
     authorization = headers.get("authorization", "")

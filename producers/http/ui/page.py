@@ -7,7 +7,7 @@ depths: those are the whole store's, as on ``/api/status``). A search box shows 
 their score explanations (the query queue, as ``POST /api/memory/semantic-search``), and the
 tenant's entities link to an entity view.
 
-Sign-in and its cookie: ``producers/ui_session.py``. Every POST (sign-in, sign-out, replay) must
+Sign-in and its cookie: ``producers/http/ui/session.py``. Every POST (sign-in, sign-out, replay) must
 come from this origin (``Origin``, else ``Referer``), and, signed in, carry the session's CSRF
 token; the cookie is ``SameSite=Strict`` besides. Templates are Jinja2 with autoescaping on, so
 ids, texts and reasons render as text. No script runs on the page: its CSP is ``default-src
@@ -28,11 +28,13 @@ from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 
-from producers.arrival import arrived
-from producers.auth import address_of, failed_tries
 from producers.client import EngramClient
-from producers.ui_cache import StoreReadings
-from producers.ui_session import COOKIE, COOKIE_PATH, Session, Sessions, SignOuts
+from producers.http.arrival import arrived
+from producers.http.auth import address_of, failed_tries
+from producers.http.deps import authenticator, client, search
+from producers.http.routes.metrics import store_readings
+from producers.http.ui.cache import StoreReadings
+from producers.http.ui.session import COOKIE, COOKIE_PATH, Session, Sessions, SignOuts
 from shared.auth import Authenticator, Caller
 from shared.errors import EngramError, Forbidden, InvalidInput, TooManyFailures, Unauthenticated
 from shared.failed_tries import key_id_of
@@ -62,14 +64,10 @@ SearchText = Annotated[str | None, Query(max_length=8192)]
 
 
 def _client() -> EngramClient:
-    from producers.api import client  # the app's one client, made on first use
-
-    return client()
+    return client()  # the app's one client, made on first use
 
 
 def _authenticator() -> Authenticator:
-    from producers.api import authenticator
-
     return authenticator()
 
 
@@ -298,8 +296,6 @@ def _gather(session: Session, tenant: str | None) -> dict[str, Any]:
     """What the page shows; each part read on its own, so a store down leaves the others. The
     store's readings are /metrics's (cached ENGRAM_METRICS_CACHE_S), a tenant's counts and
     entities cached ENGRAM_UI_CACHE_S; the newest ingestions and failures are Redis indexes."""
-    from producers.metrics_api import store_readings
-
     view: dict[str, Any] = {"errors": {}}
     client = _client()
     cached = _store_readings()
@@ -330,8 +326,6 @@ def _gather(session: Session, tenant: str | None) -> dict[str, Any]:
 
 
 async def _search(tenant: str | None, text: str, request: Request) -> dict[str, Any]:
-    from producers.api import search
-
     if tenant is None:
         return {"error": "Pick a tenant to search: a search is always within one."}
     try:

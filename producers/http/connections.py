@@ -28,8 +28,8 @@ import weakref
 from collections import Counter, OrderedDict
 from typing import Any
 
-from producers.edge import problem_body
-from producers.slow_clients import TimedHttpToolsProtocol
+from producers.http.slow_clients import TimedHttpToolsProtocol
+from producers.http.wire import problem_body
 from shared.settings import get_settings
 
 __all__ = ["Gate", "GatedHttpToolsProtocol"]

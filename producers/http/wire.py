@@ -4,7 +4,7 @@ body every 4xx and 5xx carries.
 ``BodyGuard`` is a pure ASGI middleware. It reads the body itself, counting bytes whatever the
 transfer encoding (a chunked body declares no length), and answers 413 the moment it passes
 ``ENGRAM_MAX_REQUEST_BYTES`` (less for an anonymous caller, nothing for a path no route takes:
-``producers.body_policy``); a URL path holding a control character is refused (400). A JSON body
+``producers.http.body_policy``); a URL path holding a control character is refused (400). A JSON body
 is then parsed once strictly — duplicate keys, ``NaN`` and ``Infinity``, unpaired surrogates and
 bytes that are not UTF-8 are refused with a 422 naming the problem — and handed on to the app
 unchanged. So no route, validator or error handler ever holds input that cannot be stored or
@@ -26,8 +26,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from producers.body_policy import MAX_REQUEST_BYTES, Allowance, BodyPolicy, body_announced, routed
-from producers.threads import INLINE_BYTES, off_the_loop
+from producers.http.body_policy import MAX_REQUEST_BYTES, Allowance, BodyPolicy, body_announced, routed
+from producers.http.threads import INLINE_BYTES, off_the_loop
 from shared.api_models import Problem, ProblemItem
 
 
@@ -227,7 +227,7 @@ def _limit_text(limit: int, setting: str) -> str:
 
 async def too_many_unverified(send: Send) -> None:
     """503 to a body that would be read before any key vouches for its sender, when
-    ``ENGRAM_API_UNVERIFIED_READS`` such bodies are being read (``producers.body_policy``)."""
+    ``ENGRAM_API_UNVERIFIED_READS`` such bodies are being read (``producers.http.body_policy``)."""
     detail = "too many bodies of unverified senders are being read (ENGRAM_API_UNVERIFIED_READS); retry"
     await answer(send, 503, detail, extra=[(b"retry-after", b"1"), (b"connection", b"close")], service="api")
 

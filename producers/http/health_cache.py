@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from producers.health import Probes, ServiceHealth
+from producers.http.health import Probes, ServiceHealth
 
 __all__ = ["FRESH_S", "STALE_S", "Reused", "reuse_slow"]
 

@@ -23,7 +23,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from producers.edge import answer, problem_body
+from producers.http.wire import answer, problem_body
 from shared.settings import get_settings
 
 __all__ = ["BodyDeadline", "TimedHttpToolsProtocol"]

@@ -6,41 +6,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Security
+from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.concurrency import run_in_threadpool
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from producers.auth import caller_of
-from producers.client import EngramClient
-from shared.auth import Caller
+from producers.http.deps import CallerDep, TenantQuery, client
 from shared.graph.entities import EntityKind, normalise
 from shared.graph.models import EntityDetail, EntityPage
-from shared.models import TENANT_FROM_KEY, Identifier
+from shared.models import Identifier
 
 router = APIRouter(tags=["entities"])
 
-_bearer = HTTPBearer(auto_error=False, description="An API key: engram keys create")
-_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key (n8n Header Auth)")
-
-TenantQuery = Annotated[Identifier | None, Query(description=TENANT_FROM_KEY)]
 NameText = Annotated[Identifier | None, Query(max_length=200)]
-
-
-def caller(
-    request: Request,
-    _bearer_key: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-    _header_key: Annotated[str | None, Security(_api_key)],
-) -> Caller:
-    return caller_of(request.scope)
-
-
-def client() -> EngramClient:
-    from producers.api import client as app_client  # the app's one client, made on first use
-
-    return app_client()
-
-
-CallerDep = Annotated[Caller, Depends(caller)]
 
 
 def _matches_nothing(*names: str | None) -> bool:
