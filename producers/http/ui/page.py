@@ -1,6 +1,6 @@
 """``/ui``: the status page, plain server-rendered HTML over the app's own services.
 
-For an admin key: sync health and queue depths of the whole store (``metrics_api.read_stores``,
+For an admin key: sync health and queue depths of the whole store (``routes.metrics.read_stores``,
 what ``/metrics`` reads), the newest ingestions and the failures of every tenant or of the one
 picked, with a replay button each; for a tenant key the same, scoped to its tenant (no queue
 depths: those are the whole store's, as on ``/api/status``). A search box shows results with
