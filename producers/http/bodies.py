@@ -11,7 +11,7 @@ milliseconds). A small body is validated in place: its cost is bounded, and a
 thread would only delay it.
 
 Invalid input is the same 422 as FastAPI's own (``loc`` from ``"body"``, the first errors, then a
-count: ``producers.http.app``'s handler of ``RequestValidationError``), and the OpenAPI document
+count: the handler in ``producers.http.problems`` of ``RequestValidationError``), and the OpenAPI document
 describes the body as before (``openapi_extra`` and ``add_body_schemas``).
 """
 
