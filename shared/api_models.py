@@ -1,5 +1,5 @@
 """Request bodies and the error body of the HTTP API that are not in ``shared.models``: the app
-(``producers.api``) and its SDK (``producers.http_client``) both use them, so they live here, where
+(``producers.http.app``) and its SDK (``producers.sdk``) both use them, so they live here, where
 importing them loads only pydantic (no Celery, no Neo4j driver, no settings).
 
 The wire shape is the app's: the OpenAPI document names them as the classes are named.

@@ -7,6 +7,8 @@ build the services themselves from fakes; nothing else constructs stores or clie
 
 from __future__ import annotations
 
+import shutil
+import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -16,12 +18,13 @@ from neo4j import GraphDatabase, NotificationDisabledClassification
 
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
-from shared.errors import ConfigurationError
+from shared.errors import ConfigurationError, ServiceUnavailable
 from shared.ledger import BrokerHolds, Ledger, Sent, broker_holds
 from shared.models import utc_now
 from shared.progress import Progress
 from shared.redis_client import connect
 from shared.retry import RetryPolicy
+from shared.sealing import SecretBox, box_for
 from shared.search import BackupCandidates, Searcher, VectorBackup
 from shared.services.backup import QdrantSource
 from shared.services.chunk import ChunkStage
@@ -31,14 +34,18 @@ from shared.services.reconcile import Reconciler
 from shared.services.redeliver import Redeliverer
 from shared.services.reembed import ReembedPages
 from shared.services.restore import Restorer
+from shared.services.restore_lock import RestoreLock
 from shared.services.sync import Syncer
 from shared.services.write import WriteStage
 from shared.settings import Settings
 from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, SearchableVectorStore, VectorConnection
+from shared.stores.folders import embedded_folder
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j_entities import Neo4jEntities
 from shared.stores.neo4j_incremental import Neo4jIncremental
-from shared.stores.neo4j_keys import Neo4jKeyRows
+from shared.stores.neo4j_keys import Neo4jKeyRows, Neo4jKeyStore
+from shared.stores.qdrant import QdrantConnection
 from shared.stores.vectors import connect_vectors
 from shared.tokenizer import load_tokenizer
 from shared.versions import VersionClock
@@ -77,6 +84,66 @@ class Container:
 
     def vectors(self, model: str, dimension: int) -> SearchableVectorStore:
         return self.qdrant.store(model, dimension)
+
+    def vector_connection(self) -> VectorConnection:
+        """A connection of its own for one call (a count, a backup), closed by the caller: not
+        the process's ``qdrant``, which an embedded folder's owner keeps open."""
+        return connect_vectors(self.settings)
+
+    @cached_property
+    def incremental(self) -> Neo4jIncremental:
+        """What Neo4j holds of each document, for telling a changed one from one stored as given."""
+        return Neo4jIncremental(self.graph)
+
+    @cached_property
+    def entities(self) -> Neo4jEntities:
+        return Neo4jEntities(self.graph)
+
+    @cached_property
+    def key_rows(self) -> Neo4jKeyRows:
+        """The API keys as Neo4j holds them (hashes, sealed secrets): for a backup and a restore."""
+        return Neo4jKeyRows(self.graph)
+
+    @cached_property
+    def secret_box(self) -> SecretBox:
+        return box_for(self.settings)
+
+    def key_store(self) -> Neo4jKeyStore:
+        """The API keys, their signing secrets sealed by this process's box."""
+        return Neo4jKeyStore(self.graph, self.secret_box)
+
+    def back_up_vectors(self, folder: Path, stamp: str) -> str:
+        """Qdrant's own backup into ``folder``, said in one line: a snapshot on a server; a copy
+        of the embedded folder while this call holds its lock (so no process may hold it)."""
+        connection = self.vector_connection()
+        started = time.monotonic()
+        try:
+            if isinstance(connection, QdrantConnection) and not connection.embedded:
+                stored = self.graph.stored_model()
+                if stored is None:
+                    return "Qdrant: nothing stored yet"
+                store = connection.store(*stored)
+                with connection.using() as client:
+                    snapshot = client.create_snapshot(store.collection, wait=True)
+                name = snapshot.name if snapshot is not None else "?"
+                took = time.monotonic() - started
+                return f"Qdrant: snapshot {name} of {store.collection} on the server ({took:.1f} s)"
+            try:
+                source = connection.hold()  # holds the folder's lock: no writer meanwhile
+            except ServiceUnavailable as exc:
+                raise ServiceUnavailable(
+                    "qdrant",
+                    f"the embedded folder {embedded_folder(self.settings)} is held by another process",
+                    "stop the write worker, then run this again",
+                ) from exc
+            target = folder / f"qdrant-{stamp}"
+            shutil.copytree(source, target)
+            return (
+                f"Qdrant: folder copied to {target} ({time.monotonic() - started:.1f} s); to use it, stop "
+                f"the write worker and put it in place of {source}"
+            )
+        finally:
+            connection.close()
 
     # Models.
 
@@ -170,8 +237,13 @@ class Container:
     @cached_property
     def restorer(self) -> Restorer:
         s = self.settings
-        keys = Neo4jKeyRows(self.graph)
-        return Restorer(self.graph, utc_now, s.restore_batch_documents, s.reconcile_min_primary_share, keys)
+        return Restorer(
+            self.graph, utc_now, s.restore_batch_documents, s.reconcile_min_primary_share, self.key_rows
+        )
+
+    def restore_lock(self) -> RestoreLock:
+        """One restore at a time, across processes (shared/services/restore_lock.py)."""
+        return RestoreLock(self.redis, self.settings.restore_lock_ttl_s)
 
     def backup_source(self, model: str | None, dimension: int | None) -> QdrantSource:
         """The collection a restore reads: of the model named, else Neo4j's, else the configured."""

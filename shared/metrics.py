@@ -117,7 +117,7 @@ REDELIVERED = Counter(
     ["outcome"],
 )
 
-# ... and by the HTTP app (producers/metrics_api.py).
+# ... and by the HTTP app (producers/http/routes/metrics.py).
 
 HTTP_REQUESTS = Counter(
     "engram_http_requests",

@@ -324,6 +324,9 @@ VectorSync = Literal["pending", "synced", "failed"]
 DocumentState = Literal[
     "queued", "chunking", "embedding", "writing", "done", "failed", "deleted", "unchanged"
 ]
+FINAL_STATES: frozenset[DocumentState] = frozenset({"done", "failed", "deleted", "unchanged"})
+"""The states a document's ingestion ends in, at its version: a wait (the broker client's over a
+load, the SDK's over a document) stops at these, and a poll over a load drops them."""
 
 
 class SearchFilters(BaseModel):

@@ -5,7 +5,7 @@ jitter for ``task_retry_budget_s`` from the first failure — hours, so an outag
 or Qdrant delays work but loses none. A permanent failure is never retried. The Celery tasks
 (workers/stage.py) and the reconciler's sync backoff read their numbers here.
 
-An HTTP client of the app (``producers.http_client``) retries by ``HttpRetry``: only an answer that
+An HTTP client of the app (``producers.sdk``) retries by ``HttpRetry``: only an answer that
 says "not now" (429, 503), a few times, waiting what its ``Retry-After`` asks. This module loads
 no more than the standard library and ``shared.errors``, so the SDK may import it.
 """

@@ -55,7 +55,7 @@ TASK_MODULES = [
 def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
     """The app for these settings (the process's own by default); ``results=False`` makes one that
     only sends, with no result backend (the HTTP app awaits search results itself, see
-    producers/results.py). Workers always store results."""
+    producers/http/results.py). Workers always store results."""
     settings = settings or get_settings()
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
     app = Celery("engram", include=TASK_MODULES)

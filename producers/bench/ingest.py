@@ -17,7 +17,7 @@ from typing import Any
 
 from producers.bench.processes import cpu_by_role, cpu_spent
 from producers.client import EngramClient
-from producers.waiting import LoadProgress
+from producers.client.waiting import LoadProgress
 from shared.container import Container
 from shared.errors import SearchTimeout
 from shared.ids import document_key

@@ -189,7 +189,7 @@ def http_app(stack: FaultStack) -> Iterator[str]:
     port = _free_port()
     log = (stack.logs / "api.log").open("ab")
     process = subprocess.Popen(
-        [UVICORN, "producers.api:app", "--host", "127.0.0.1", "--port", str(port)],
+        [UVICORN, "producers.http.app:app", "--host", "127.0.0.1", "--port", str(port)],
         env=stack.env(ENGRAM_AUTH_MODE="local"),
         stdout=log,
         stderr=subprocess.STDOUT,

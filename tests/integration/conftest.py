@@ -15,8 +15,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from producers import api as api_module
-from producers import health
+from producers.http import app as api_module
+from producers.http import deps, health
 from shared.auth import NewKey
 from shared.redis_client import connect
 from shared.settings import Settings
@@ -103,7 +103,7 @@ def keys(settings: Settings, neo4j_driver: neo4j.Driver) -> Iterator[KeyMaker]:
 @pytest.fixture(scope="session")
 def api(workers: Workers, keys: KeyMaker) -> Iterator[TestClient]:
     """The HTTP app, called with an admin key (tests name the tenant in each request)."""
-    from producers.api import app
+    from producers.http.app import app
 
     headers = {"Authorization": f"Bearer {keys(None).key}"}
     with TestClient(app, base_url=APP_URL, headers=headers) as client:
@@ -142,7 +142,7 @@ def use_settings() -> Iterator[Callable[[Settings], None]]:
 
     def use(settings: Settings) -> None:
         made.append(health.default_probes(settings))
-        api_module.app.dependency_overrides[api_module.probes] = lambda: made[-1]
+        api_module.app.dependency_overrides[deps.probes] = lambda: made[-1]
 
     yield use
     api_module.app.dependency_overrides.clear()

@@ -29,7 +29,7 @@ class Answer(Protocol):
 def client_with(key: str | None = None, **headers: str) -> TestClient:
     """A client of the running app, with ``key`` or none (not entered: the session's ``api`` owns
     the app's lifespan)."""
-    from producers.api import app
+    from producers.http.app import app
 
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from producers.api import authenticator
+from producers.http.deps import authenticator
 from shared.auth import signature
 from shared.settings import Settings
 from tests.integration.support import KeyMaker, wait_until_finished

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from producers import evaluate
-from producers.cli import main
+from producers.cli import evaluate, main
 
 pytestmark = pytest.mark.integration
 

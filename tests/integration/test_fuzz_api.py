@@ -52,8 +52,8 @@ class Credentials:
 
 @pytest.fixture(scope="module")
 def credentials(keys: KeyMaker) -> Credentials:
-    from producers.api import authenticator
     from producers.client import EngramClient
+    from producers.http.deps import authenticator
     from shared.models import utc_now
 
     tenant = f"fuzz-{uuid.uuid4().hex[:10]}"
@@ -76,7 +76,7 @@ def credentials(keys: KeyMaker) -> Credentials:
 
 @pytest.fixture(scope="module")
 def api_schema(api: TestClient) -> Any:
-    from producers.api import app
+    from producers.http.app import app
 
     return schemathesis.openapi.from_asgi("/openapi.json", app, headers={"Host": "localhost"})
 
@@ -92,7 +92,7 @@ def _name_tenant(case: Any, tenant: str, always: bool) -> None:
     body = case.body
     documents = body.get("documents") if isinstance(body, dict) and "documents" in body else None
     for item in documents if isinstance(documents, list) else body if isinstance(body, list) else [body]:
-        # an n8n item (producers/n8n_items.py) holds its document under "json"
+        # an n8n item (producers/http/n8n_items.py) holds its document under "json"
         document = item.get("json") if isinstance(item, dict) and "json" in item else item
         if isinstance(document, dict) and (always or document.get("user_id") is None):
             document["user_id"] = tenant

@@ -130,7 +130,7 @@ def test_a_value_of_another_type_is_refused_not_converted(
 def test_the_app_started_again_in_the_same_process_still_answers(api: TestClient, tenant: str) -> None:
     # Given the app's lifespan ran and ended once more (schemathesis' client does this): it closed
     # the stores' drivers, which the next requests then used
-    from producers.api import app
+    from producers.http.app import app
 
     with TestClient(app, base_url=APP_URL, headers=api.headers) as other:
         assert other.get("/api/memories", params={"user_id": tenant}).status_code == 200
@@ -339,7 +339,7 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
     import schemathesis
     from schemathesis.core.failures import AcceptedNegativeData
 
-    from producers.api import app
+    from producers.http.app import app
     from tests.integration.test_fuzz_api import _not_a_violation_as_sent
 
     message = (

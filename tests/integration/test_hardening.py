@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from producers.api import app
+from producers.http.app import app
 from shared.auth import signature
 from shared.settings import get_settings
 from tests.integration.support import APP_URL, KeyMaker
@@ -111,7 +111,7 @@ def test_keys_past_a_model_cost_no_error_each(api: TestClient, keys: KeyMaker, t
     assert "keys; the limit is" in response.json()["detail"]
     assert time.monotonic() - started < 10
     # The most a body may hold: every document of a batch with as many unknown keys as allowed
-    from producers.edge import MAX_KEYS
+    from producers.http.wire import MAX_KEYS
 
     extra = {f"k{i}": 0 for i in range(MAX_KEYS - 1)}
     batch = [{"text": "x", **extra}] * get_settings().max_batch_documents
@@ -297,7 +297,7 @@ def test_a_plain_allowed_host_is_still_served(api: TestClient, host: str) -> Non
 
 
 def test_json_loads_of_the_edge_gives_finite_numbers_only() -> None:
-    from producers.edge import StrictJsonError, loads_strict
+    from producers.http.wire import StrictJsonError, loads_strict
 
     with pytest.raises(StrictJsonError):
         loads_strict(json.dumps({"a": 1}).replace("1", "1e400"))
@@ -381,8 +381,8 @@ def test_a_tenant_confusable_with_an_existing_one_is_warned_and_refused_when_str
 def test_a_signing_secret_rests_sealed_in_neo4j_and_rotates(
     api: TestClient, keys: KeyMaker, tenant: str, neo4j_driver: Any
 ) -> None:
-    from producers.api import authenticator
     from producers.client import EngramClient
+    from producers.http.deps import authenticator
     from shared.sealing import SEALED
 
     # Given a signing key

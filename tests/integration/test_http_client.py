@@ -1,4 +1,4 @@
-"""The HTTP SDK (``producers.http_client``) against the served app (``engram serve``) and the real
+"""The HTTP SDK (``producers.sdk``) against the served app (``engram serve``) and the real
 workers: ingest, wait, status, search, entities, delete, typed errors, and tenants kept apart."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from producers.http_client import (
+from producers.sdk import (
     AsyncEngramHTTP,
     Conflict,
     EngramHTTP,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from producers.http_client import EngramHTTP
+from producers.sdk import EngramHTTP
 from shared.models import SearchResponse
 from shared.retry import HttpRetry
 from shared.settings import Settings

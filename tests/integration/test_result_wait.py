@@ -1,4 +1,4 @@
-"""Awaiting a Celery result without a thread (``producers.results``), against the real Redis.
+"""Awaiting a Celery result without a thread (``producers.http.results``), against the real Redis.
 
 Results are written by Celery's own Redis backend (``store_result``: SET then PUBLISH on the key),
 as a worker writes them, and read back the way ``AsyncResult.get(propagate=True)`` would: the
@@ -22,7 +22,7 @@ from celery.result import AsyncResult
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from producers.results import ResultWaiter
+from producers.http.results import ResultWaiter
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.redis_client import client_url_and_kwargs
 from shared.settings import Settings

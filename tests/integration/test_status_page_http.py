@@ -12,10 +12,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from producers import api as api_module
 from producers.client import EngramClient
-from producers.status_page import SECURITY_HEADERS
-from producers.ui_session import COOKIE
+from producers.http import app as api_module
+from producers.http import deps
+from producers.http.ui.page import SECURITY_HEADERS
+from producers.http.ui.session import COOKIE
 from shared.models import utc_now
 from shared.settings import Settings
 from tests.integration import log_secrets
@@ -185,7 +186,7 @@ def test_a_tenant_key_sees_its_own_tenant_alone(
         assert own.info.id and client.key_store().revoke_key(own.info.id, utc_now())
     finally:
         client.close()
-    api_module.authenticator().forget()
+    deps.authenticator().forget()
     assert "Sign out" not in page.get("/ui").text
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from producers.tenant_slots import TenantSlots
+from producers.http.tenant_slots import TenantSlots
 from shared.errors import TenantBusy
 from shared.redis_client import client_url_and_kwargs
 from shared.settings import Settings

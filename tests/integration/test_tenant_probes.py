@@ -506,8 +506,8 @@ def test_no_key_a_wrong_key_or_a_revoked_key_is_refused_on_every_operation(
     start = len(prober.log.leaks)
     # Given B's key revoked (engram keys revoke), and keys that were never made
     revoked = acting_as(keys, bob.name)
-    from producers.api import authenticator
     from producers.client import EngramClient
+    from producers.http.deps import authenticator
     from shared.models import utc_now
 
     operator = EngramClient()

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from producers.auth import host_allowed, host_of
+from producers.http.auth import host_allowed, host_of
 from shared.auth import ApiKey, Authenticator, Caller, make_key, signature
 from shared.errors import ConfigurationError, Forbidden, InvalidInput, ServiceUnavailable, Unauthenticated
 from shared.settings import Settings

@@ -6,9 +6,9 @@ from __future__ import annotations
 from concurrent.futures import Executor, Future
 from typing import Any, cast
 
-from producers.connections import Gate, GatedHttpToolsProtocol
-from producers.health import ServiceHealth
-from producers.health_cache import Reused
+from producers.http.connections import Gate, GatedHttpToolsProtocol
+from producers.http.health import ServiceHealth
+from producers.http.health_cache import Reused
 
 
 class FakeConnection:

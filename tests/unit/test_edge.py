@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from producers.edge import BodyGuard, StrictJsonError, check_json, one_value_each
+from producers.http.wire import BodyGuard, StrictJsonError, check_json, one_value_each
 
 LIMIT = 1000
 
@@ -123,7 +123,7 @@ def test_a_query_parameter_of_one_value_given_twice_is_refused_a_list_may_repeat
 
 
 def test_an_object_of_a_body_holds_at_most_max_keys() -> None:
-    from producers.edge import MAX_KEYS
+    from producers.http.wire import MAX_KEYS
 
     keys = ", ".join(f'"k{i}": {i}' for i in range(MAX_KEYS))
     assert len(check_json(f"[{{{keys}}}]".encode())[0]) == MAX_KEYS

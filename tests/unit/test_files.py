@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from producers.files import read_documents
+from producers.cli.files import read_documents
 from shared.errors import InvalidInput
 
 DEFAULTS: dict[str, Any] = {"user_id": "alice", "project_id": "p1"}

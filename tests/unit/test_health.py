@@ -15,8 +15,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from producers import health
-from producers.health import Probes, ServiceHealth, WorkersHealth
+from producers.http import health
+from producers.http.health import Probes, ServiceHealth, WorkersHealth
 from shared.settings import Settings
 
 QUEUES = ("ingest", "embed", "write", "query", "reconcile")
@@ -217,10 +217,11 @@ def test_embedded_qdrant_is_not_counted_as_down() -> None:
 
 @pytest.fixture
 def http() -> Iterator[Callable[[Probes], TestClient]]:
-    from producers import api
+    from producers.http import app as api
+    from producers.http import deps
 
     def client(checks: Probes) -> TestClient:
-        api.app.dependency_overrides[api.probes] = lambda: checks
+        api.app.dependency_overrides[deps.probes] = lambda: checks
         return TestClient(api.app, base_url="http://localhost")
 
     yield client

@@ -15,7 +15,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from producers.http_client import (
+from producers.sdk import (
     AsyncEngramHTTP,
     EngramHTTP,
     InvalidRequest,
@@ -32,7 +32,7 @@ ACCEPTED = {"accepted": 1, "version": 3, "document_ids": ["d1"], "task_ids": ["t
 def test_importing_the_sdk_loads_no_celery_neo4j_redis_or_onnxruntime() -> None:
     heavy = ("celery", "neo4j", "onnxruntime", "redis", "qdrant_client", "kombu", "fastapi")
     code = (
-        "import producers.http_client, sys; "
+        "import producers.sdk, sys; "
         f"loaded = [m for m in {heavy!r} if m in sys.modules]; "
         "assert not loaded, loaded"
     )

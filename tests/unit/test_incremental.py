@@ -14,8 +14,8 @@ import fakeredis
 import numpy as np
 import pytest
 
-from producers.folder_sync import folder_source, plan, read_folder, to_forget
-from producers.sync_cli import sync
+from producers.cli.folder_sync import folder_source, plan, read_folder, to_forget
+from producers.cli.sync import sync
 from shared.chunking import Chunker
 from shared.errors import InvalidInput, ServiceUnavailable
 from shared.ids import content_hash, document_key

@@ -155,7 +155,7 @@ def test_a_logged_traceback_shows_no_local_variable_and_no_credential(
         try:
             _an_app_failing_with_a_request_in_hand()
         except OverflowError:
-            logging.getLogger("producers.api").exception("Exception in ASGI application")
+            logging.getLogger("producers.http.app").exception("Exception in ASGI application")
         logging.getLogger("other").warning("sent: Bearer %s with engram_ui=%s", KEY, COOKIE_VALUE)
         logging.getLogger("other").warning("headers: Authorization: Bearer %s; Cookie: x", KEY)
     finally:

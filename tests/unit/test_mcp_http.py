@@ -15,8 +15,8 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from producers.auth import CALLER
-from producers.mcp_http import KeyGuard
+from producers.http.auth import CALLER
+from producers.mcp.http import KeyGuard
 from shared.auth import Caller
 from shared.errors import ServiceUnavailable, Unauthenticated
 from shared.settings import Settings

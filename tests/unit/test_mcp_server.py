@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp.server.fastmcp.exceptions import ToolError
 
-from producers.mcp_server import build_server
+from producers.mcp.server import build_server
 from shared.errors import SearchTimeout
 from shared.graph.models import EntityDetail, EntityPage, EntitySummary
 from shared.models import (

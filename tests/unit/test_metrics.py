@@ -14,8 +14,8 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from producers.api import app
-from producers.metrics_api import route_template
+from producers.http.app import app
+from producers.http.routes.metrics import route_template
 from shared import metrics
 from shared.settings import Settings, get_settings
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from producers.n8n_items import N8nItem
+from producers.http.n8n_items import N8nItem
 
 DOCUMENT = {"id": "d", "text": "A perfectly fine sentence."}
 
@@ -66,7 +66,7 @@ def test_a_source_not_of_n8ns_shape_is_refused_with_the_field_named(source: Any)
 
 
 def test_the_openapi_document_describes_the_source_as_n8n_does() -> None:
-    from producers.api import app
+    from producers.http.app import app
 
     schemas = app.openapi()["components"]["schemas"]
     overwrite = schemas["PairedItem"]["properties"]["sourceOverwrite"]
@@ -88,7 +88,7 @@ def test_the_openapi_document_describes_the_source_as_n8n_does() -> None:
 
 def test_every_n8n_field_is_bounded() -> None:
     # (issue 25: a 20 MB pairedItem.sourceOverwrite.previousNode was queued with a 202)
-    from producers.n8n_items import ITEM_NUMBER_MAX, NODE_NAME_MAX
+    from producers.http.n8n_items import ITEM_NUMBER_MAX, NODE_NAME_MAX
 
     longest = {"item": ITEM_NUMBER_MAX, "sourceOverwrite": {"previousNode": "n" * NODE_NAME_MAX}}
     assert N8nItem.model_validate(item(longest)).document.id == "d"

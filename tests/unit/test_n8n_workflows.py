@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from producers.api import IngestBody
-from producers.n8n_items import N8nItem
+from producers.http.n8n_items import N8nItem
+from producers.http.routes.documents import IngestBody
 from shared.models import DocumentBody, SearchBody
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from producers.files import read_documents
+from producers.cli.files import read_documents
 from shared.errors import InvalidInput
 from shared.models import DocumentIn
 from tests.strategies import identifiers, readable_texts, rfc3339_moments

@@ -17,9 +17,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from producers.bodies import JsonBody, add_body_schemas
-from producers.slow_clients import BodyDeadline
-from producers.threads import INLINE_BYTES
+from producers.http.bodies import JsonBody, add_body_schemas
+from producers.http.slow_clients import BodyDeadline
+from producers.http.threads import INLINE_BYTES
 
 SCOPE: dict[str, Any] = {
     "type": "http",

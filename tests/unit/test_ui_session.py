@@ -1,4 +1,4 @@
-"""The status page's sign-in token (producers/ui_session.py): it names the key's identity, is
+"""The status page's sign-in token (producers/http/ui/session.py): it names the key's identity, is
 signed, and expires."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from producers.ui_session import SESSION_KEY_FILE, Sessions
+from producers.http.ui.session import SESSION_KEY_FILE, Sessions
 from shared.settings import Settings
 
 
@@ -77,7 +77,7 @@ def test_a_notice_is_shown_only_as_the_server_signed_it() -> None:
 def test_a_signed_out_session_is_ended_wherever_its_cookie_is() -> None:
     import fakeredis
 
-    from producers.ui_session import SignOuts
+    from producers.http.ui.session import SignOuts
 
     sessions, outs = Sessions("a-secret-of-the-test", 3600), SignOuts(fakeredis.FakeRedis())
     session, token = sessions.start("k", "alice")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from producers.waiting import LoadProgress
+from producers.client.waiting import LoadProgress
 from shared.services.refs import DocRef
 
 
