@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import celery.exceptions
 import celery.result
@@ -67,6 +67,7 @@ from shared.stores.neo4j_entities import Neo4jEntities
 from shared.stores.neo4j_incremental import Neo4jIncremental, StoredState
 from shared.stores.neo4j_keys import Neo4jKeyStore
 from shared.versions import VersionClock
+from workers import fair_share
 from workers.app import (
     CHUNK_TASK,
     DROP_COLLECTION_TASK,
@@ -426,7 +427,7 @@ class EngramClient:
 
     def queue_depths(self) -> dict[str, int]:
         with translated_errors():
-            return {name: cast(int, self._redis.llen(name)) for name in QUEUES}
+            return fair_share.queue_lengths(self._redis, QUEUES)
 
     def document_states(self) -> dict[str, int]:
         """Documents with a progress record, by state (Redis alone)."""
@@ -436,7 +437,7 @@ class EngramClient:
         """Queue lengths, the vector_sync counts and sync health of the whole store, and the
         reconciler's last pass."""
         with translated_errors():
-            queues = {name: cast(int, self._redis.llen(name)) for name in QUEUES}
+            queues = fair_share.queue_lengths(self._redis, QUEUES)
         store = self._store()
         health = store.sync_health(utc_now())
         last = store.last_reconcile()
