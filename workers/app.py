@@ -18,6 +18,7 @@ from shared.errors import EngramError
 from shared.ledger import Owed, Sent
 from shared.log_privacy import quiet_task_results
 from shared.settings import Settings, get_settings
+from workers import fair_share
 
 INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
 FALLBACK = "fallback"
@@ -87,7 +88,8 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         # Redis re-delivers unacknowledged messages after this; it must outlast the longest task.
-        broker_transport_options=visibility,
+        # And searches are taken by their priority, a tenant's fair share (workers/fair_share.py).
+        broker_transport_options={**visibility, **fair_share.broker_options()},
         result_backend_transport_options=visibility,
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,

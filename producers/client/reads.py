@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import celery.exceptions
 
@@ -24,6 +24,7 @@ from shared.models import (
 from shared.progress import ProgressRecord
 from shared.redis_client import translated_errors
 from shared.services import census
+from workers import fair_share
 from workers.app import QUEUES, SEARCH_SHOWN, SEARCH_TASK
 
 
@@ -83,7 +84,7 @@ class Reads(ClientBase):
 
     def queue_depths(self) -> dict[str, int]:
         with translated_errors():
-            return {name: cast(int, self._redis.llen(name)) for name in QUEUES}
+            return fair_share.queue_lengths(self._redis, QUEUES)
 
     def document_states(self) -> dict[str, int]:
         """Documents with a progress record, by state (Redis alone)."""
@@ -93,7 +94,7 @@ class Reads(ClientBase):
         """Queue lengths, the vector_sync counts and sync health of the whole store, and the
         reconciler's last pass."""
         with translated_errors():
-            queues = {name: cast(int, self._redis.llen(name)) for name in QUEUES}
+            queues = fair_share.queue_lengths(self._redis, QUEUES)
         store = self._store()
         health = store.sync_health(utc_now())
         last = store.last_reconcile()

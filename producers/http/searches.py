@@ -14,6 +14,8 @@ while the thread pool stays free for the endpoints that still need it. Three bou
 - **Searches of one tenant, over every process.** At most ``ENGRAM_TENANT_MAX_SEARCHES`` queued or
   running (``producers.http.tenant_slots``, counted in Redis); one more is refused at once with
   ``TenantBusy`` (429), so one tenant's flood cannot fill the query queue ahead of the others.
+  Below it, that count is the search's priority in the queue (``workers.fair_share``): a tenant
+  with few searches in flight is served before one with many.
 - **Threads for sending.** Celery's ``send_task`` is a blocking Redis call (and retries for a
   while if Redis drops): it runs on at most ``SEND_THREADS`` threads of a limiter of its own, so
   sends never take the threads of the other endpoints, and a sender stuck in retries costs its
@@ -45,6 +47,7 @@ from shared.errors import Overloaded, SearchTimeout, ServiceUnavailable
 from shared.models import SearchRequest, SearchResponse
 from shared.redis_client import client_url_and_kwargs
 from shared.settings import Settings
+from workers import fair_share
 from workers.app import SEARCH_SHOWN, SEARCH_TASK, make_app
 from workers.app import app as default_app
 
@@ -128,10 +131,11 @@ class Searches:
             remaining = arrived + timeout - time.monotonic()
             task_id = str(uuid.uuid4())
             tenant_limit = self._settings.tenant_max_searches
-            async with self.slots.held("search", request.user_id, tenant_limit, max(remaining, 0.0)):
+            async with self.slots.held("search", request.user_id, tenant_limit, max(remaining, 0.0)) as held:
+                priority = fair_share.priority(held - 1)
                 try:
                     async with asyncio.timeout(max(remaining, 0.0)):
-                        answer = await self._ask(task_id, request, remaining)
+                        answer = await self._ask(task_id, request, remaining, priority)
                 except TimeoutError as exc:
                     raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
         finally:
@@ -139,10 +143,10 @@ class Searches:
         await self._forget(task_id)
         return SearchResponse.model_validate(answer)
 
-    async def _ask(self, task_id: str, request: SearchRequest, remaining: float) -> Any:
+    async def _ask(self, task_id: str, request: SearchRequest, remaining: float, priority: int) -> Any:
         expires = datetime.now(UTC) + timedelta(seconds=max(remaining, 0.0))
         async with self._waiter.watch(task_id) as pending:
-            send = partial(self._send, task_id, request.model_dump(mode="json"), expires)
+            send = partial(self._send, task_id, request.model_dump(mode="json"), expires, priority)
             await anyio.to_thread.run_sync(send, limiter=self._send_limiter, abandon_on_cancel=True)
             try:
                 return await pending.result()
@@ -150,10 +154,15 @@ class Searches:
                 # It expired in the queue: the query worker dropped it at the caller's deadline.
                 raise TimeoutError(str(exc)) from exc
 
-    def _send(self, task_id: str, request: dict[str, Any], expires: datetime) -> None:
+    def _send(self, task_id: str, request: dict[str, Any], expires: datetime, priority: int) -> None:
         with queue_errors():
             self._sender.send_task(
-                SEARCH_TASK, args=(request,), task_id=task_id, expires=expires, **SEARCH_SHOWN
+                SEARCH_TASK,
+                args=(request,),
+                task_id=task_id,
+                expires=expires,
+                priority=priority,
+                **SEARCH_SHOWN,
             )
 
     async def _forget(self, task_id: str) -> None:

@@ -50,9 +50,10 @@ class TenantSlots:
         self._take = redis_client.register_script(_TAKE)
 
     @asynccontextmanager
-    async def held(self, kind: Kind, tenant: str, limit: int, lapse_s: float) -> AsyncIterator[None]:
-        """A slot of ``tenant``'s ``kind`` for the block; ``TenantBusy`` when ``limit`` are held.
-        An unreleased slot lapses ``lapse_s`` after it was taken."""
+    async def held(self, kind: Kind, tenant: str, limit: int, lapse_s: float) -> AsyncIterator[int]:
+        """A slot of ``tenant``'s ``kind`` for the block, which is given the tenant's slots held
+        with this one (a search's fair share, ``workers.fair_share``); ``TenantBusy`` when
+        ``limit`` are held. An unreleased slot lapses ``lapse_s`` after it was taken."""
         key = f"{PREFIX}:{kind}:{tenant}"
         member = uuid.uuid4().hex
         now = time.time()
@@ -67,7 +68,7 @@ class TenantSlots:
                 "try again shortly"
             )
         try:
-            yield
+            yield held
         finally:
             with suppress(redis.exceptions.RedisError):  # else it lapses at its deadline
                 await self._redis.zrem(key, member)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from shared.settings import Settings, get_settings
+from workers import fair_share
 from workers.app import (
     CHUNK_TASK,
     DROP_COLLECTION_TASK,
@@ -125,7 +126,7 @@ def test_app_follows_the_settings(fresh_settings: pytest.MonkeyPatch, tmp_path: 
 
     # Then it carries them
     assert made.conf.broker_url == "redis://127.0.0.1:6390/3"
-    assert made.conf.broker_transport_options == {"visibility_timeout": 300}
+    assert made.conf.broker_transport_options == {"visibility_timeout": 300, **fair_share.broker_options()}
     assert made.conf.result_backend_transport_options == {"visibility_timeout": 300}
     assert (made.conf.task_soft_time_limit, made.conf.task_time_limit) == (100, 200)
     assert isinstance(get_settings(), Settings)
