@@ -67,7 +67,10 @@ def test_a_notice_is_shown_only_as_the_server_signed_it() -> None:
     token = sessions.notice("doc-1: re-sent to the write stage")
     assert sessions.read_notice(token) == "doc-1: re-sent to the write stage"
     assert sessions.read_notice("<b>bold</b>") is None
-    assert sessions.read_notice(token[:-2] + "xx") is None
+    # (a character inside the signature: the last ones of base64 carry padding bits, and "xx"
+    # over two that already read so decoded to the same signature now and then)
+    other = "A" if token[-5] != "A" else "B"
+    assert sessions.read_notice(token[:-5] + other + token[-4:]) is None
     assert Sessions("another-secret", 3600).read_notice(token) is None
     # and a session token is no notice (another salt)
     _, session_token = sessions.start("k", None)
