@@ -4,7 +4,7 @@
     .venv/bin/python ops/redis_auth.py config     # a requirepass line, for redis-server's stdin
 
 It is ENGRAM_REDIS_PASSWORD when set; else the data folder's secrets/redis.password, made on
-first use (0600) and reused after, which every process then reads through shared/settings.py.
+first use (0600) and reused after, which every process then reads through shared/settings/.
 The shell keeps it in a variable and hands it over on stdin or in the environment, so it never
 appears on a command line.
 """

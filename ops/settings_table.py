@@ -1,4 +1,4 @@
-"""Prints the README's settings table from shared/settings.py, so the two cannot drift apart.
+"""Prints the README's settings table from shared/settings/, so the two cannot drift apart.
 
 .venv/bin/python ops/settings_table.py
 """

@@ -40,6 +40,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from shared.settings import Settings, get_settings
+from shared.tasks import RECONCILE_TASK, SEARCH_TASK, STAGES
 
 log = logging.getLogger(__name__)
 
@@ -130,20 +131,6 @@ HTTP_SECONDS = Histogram(
     ["method", "route"],
 )
 
-# Stage of each task (a label value; task names are the app's own, see workers/app.py).
-STAGES: dict[str, str] = {
-    "engram.ingest.chunk_documents": "chunk",
-    "engram.embed.embed_batch": "embed",
-    "engram.write.write_batch": "write",
-    "engram.write.sync_memories": "sync",
-    "engram.write.reembed_page": "reembed",
-    "engram.write.drop_collection": "drop_collection",
-    "engram.query.search": "search",
-    "engram.fallback.search": "fallback",
-    "engram.reconcile.run": "reconcile",
-    "engram.reconcile.restore": "restore",
-}
-SEARCH_TASK, RECONCILE_TASK = "engram.query.search", "engram.reconcile.run"
 DRIFT_KINDS = ("missing_in_qdrant", "stale_in_qdrant", "orphan_points")
 OUTCOMES = frozenset({"success", "failure", "retry", "rejected", "ignored"})
 METHODS = frozenset({"engram", "blend", "rrf", "weighted_rrf", "bm25", "vector"})

@@ -1,7 +1,8 @@
 """The Celery app: Redis broker and results, one queue per stage, reliable delivery.
 
-Producers import this module only to send tasks by name; the task modules, and the models and
-stores they load, are imported by the worker processes alone.
+Producers import this module only to send tasks by name (the names and queues are defined in
+shared/tasks.py, and offered here too); the task modules, and the models and stores they load, are
+imported by the worker processes alone.
 """
 
 from __future__ import annotations
@@ -18,26 +19,28 @@ from shared.errors import EngramError
 from shared.ledger import Owed, Sent
 from shared.log_privacy import quiet_task_results
 from shared.settings import Settings, get_settings
+from shared.tasks import (
+    CHUNK_TASK,
+    DROP_COLLECTION_TASK,
+    EMBED,
+    EMBED_TASK,
+    FALLBACK,
+    FALLBACK_TASK,
+    INGEST,
+    QUERY,
+    QUEUES,
+    RECONCILE,
+    RECONCILE_TASK,
+    REEMBED_TASK,
+    RESTORE_TASK,
+    ROUTES,
+    SEARCH_TASK,
+    STAGE_QUEUES,
+    SYNC_TASK,
+    WRITE,
+    WRITE_TASK,
+)
 from workers import fair_share
-
-INGEST, EMBED, WRITE, QUERY, RECONCILE = "ingest", "embed", "write", "query", "reconcile"
-FALLBACK = "fallback"
-"""Searches of the embedded Qdrant folder, served by its owner (the write worker) for query workers."""
-QUEUES = (INGEST, EMBED, WRITE, QUERY, RECONCILE, FALLBACK)
-
-CHUNK_TASK = "engram.ingest.chunk_documents"
-EMBED_TASK = "engram.embed.embed_batch"
-WRITE_TASK = "engram.write.write_batch"
-SYNC_TASK = "engram.write.sync_memories"
-REEMBED_TASK = "engram.write.reembed_page"
-DROP_COLLECTION_TASK = "engram.write.drop_collection"
-SEARCH_TASK = "engram.query.search"
-FALLBACK_TASK = "engram.fallback.search"
-RECONCILE_TASK = "engram.reconcile.run"
-RESTORE_TASK = "engram.reconcile.restore"
-
-STAGE_QUEUES = {CHUNK_TASK: INGEST, EMBED_TASK: EMBED, WRITE_TASK: WRITE}
-"""The stage tasks, whose messages the ledger keeps until their task has ended (shared/ledger.py)."""
 
 SEARCH_SHOWN = {"argsrepr": "(search request)", "kwargsrepr": "{}"}
 """What a search task's message shows of its arguments (its headers, Flower, a worker's log): not
@@ -50,6 +53,33 @@ TASK_MODULES = [
     "workers.query",
     "workers.reconcile",
     "workers.fallback",
+]
+
+__all__ = [
+    "CHUNK_TASK",
+    "DROP_COLLECTION_TASK",
+    "EMBED",
+    "EMBED_TASK",
+    "FALLBACK",
+    "FALLBACK_TASK",
+    "INGEST",
+    "QUERY",
+    "QUEUES",
+    "RECONCILE",
+    "RECONCILE_TASK",
+    "REEMBED_TASK",
+    "RESTORE_TASK",
+    "SEARCH_SHOWN",
+    "SEARCH_TASK",
+    "STAGE_QUEUES",
+    "SYNC_TASK",
+    "TASK_MODULES",
+    "WRITE",
+    "WRITE_TASK",
+    "app",
+    "make_app",
+    "resend",
+    "send_stage",
 ]
 
 
@@ -68,18 +98,7 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
         **connections,
         task_queues=[Queue(name) for name in QUEUES],
         task_default_queue=INGEST,
-        task_routes={
-            CHUNK_TASK: {"queue": INGEST},
-            EMBED_TASK: {"queue": EMBED},
-            WRITE_TASK: {"queue": WRITE},
-            SYNC_TASK: {"queue": WRITE},
-            REEMBED_TASK: {"queue": WRITE},
-            DROP_COLLECTION_TASK: {"queue": WRITE},
-            SEARCH_TASK: {"queue": QUERY},
-            FALLBACK_TASK: {"queue": FALLBACK},
-            RECONCILE_TASK: {"queue": RECONCILE},
-            RESTORE_TASK: {"queue": RECONCILE},
-        },
+        task_routes={name: {"queue": queue} for name, queue in ROUTES.items()},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],

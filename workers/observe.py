@@ -21,6 +21,8 @@ from celery import signals
 
 from shared import logging_setup, metrics
 from shared.settings import get_settings
+from shared.tasks import SEARCH_TASK
+from workers.messages import batch_refs
 
 _started: dict[str, float] = {}
 _lock = threading.Lock()
@@ -72,10 +74,8 @@ def about(
     name: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[list[str], list[tuple[str, int]]]:
     """The tenants and (document key, version) a task's message names, read without its text."""
-    from workers.stage import batch_refs
-
     tenants: list[str] = []
-    if name == metrics.SEARCH_TASK and args and isinstance(args[0], dict):
+    if name == SEARCH_TASK and args and isinstance(args[0], dict):
         user = args[0].get("user_id")
         return ([user] if isinstance(user, str) else []), []
     if metrics.stage_of(name) not in ("chunk", "embed", "write"):

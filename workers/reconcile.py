@@ -12,7 +12,8 @@ from shared.services import census, key_backup
 from shared.services.restore_lock import RestoreLock
 from shared.stores.neo4j_keys import Neo4jKeyRows
 from workers.app import QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
-from workers.stage import batch_of, batch_refs, container
+from workers.messages import batch_of, batch_refs
+from workers.stage import container
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from typing import Any, NoReturn
@@ -32,12 +32,10 @@ from redis.exceptions import RedisError
 
 from shared.container import Container
 from shared.errors import EngramError, ServiceUnavailable
-from shared.ids import document_key
 from shared.ledger import Owed
-from shared.models import DocumentIn
-from shared.services.refs import DocRef, refs
 from shared.settings import get_settings
 from workers.app import send_stage
+from workers.messages import batch_of, batch_refs
 
 log = logging.getLogger(__name__)
 
@@ -106,31 +104,6 @@ class StageTask(Task):  # type: ignore[misc]
             container().progress.set(documents, "failed", reason, batch=batch)
         except EngramError as record_error:
             log.error("could not record the failure of %s: %s", task_id, record_error)
-
-
-def batch_of(args: Sequence[Any], task_id: str) -> str:
-    """The staged batch a stage message names: an embed or write task's first argument, else (the
-    ingest task, whose first argument is its documents) its own task id."""
-    return args[0] if args and isinstance(args[0], str) else task_id
-
-
-def batch_refs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[DocRef]:
-    documents = kwargs.get("documents")
-    if documents is None and args:
-        documents = args[-1] if isinstance(args[-1], list) else None
-    if not documents:
-        return []
-    if isinstance(documents[0], dict):  # the ingest message: documents with their version
-        found: list[DocRef] = []
-        for raw in documents:
-            try:
-                fields = {k: v for k, v in raw.items() if k not in ("version", "force")}
-                doc = DocumentIn.model_validate(fields)
-            except ValueError:
-                continue
-            found.append((document_key(doc.user_id, doc.document_id), int(raw.get("version", 0))))
-        return found
-    return refs(documents)
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from shared.search import Searcher
 from shared.settings import get_settings
 from shared.stores.base import DocumentWrite
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_graph import GraphWriter
+from shared.stores.neo4j.graph import GraphWriter
 
 
 def turns(sample: dict[str, Any], tenant: str) -> list[DocumentIn]:

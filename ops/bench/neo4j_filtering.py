@@ -18,7 +18,7 @@ and 50% of the store, the rest in tenants of 1%.
 For each of the three, --queries random unit queries (the same for every server), each asked of:
   postfilter k=10  queryNodes(10) kept where the tenant matches (what a naive query returns);
   engram           Engram's own vector source (shared/search/sources.Neo4jVector over the query
-                   constants of shared/stores/neo4j_search_queries): an exact scan of a tenant of at
+                   constants of shared/stores/neo4j/search_queries): an exact scan of a tenant of at
                    most 2,000, else queryNodes with k grown 4x until the pool of 40 is met; top 10;
   in-index k=10    (2026.x) SEARCH ... WHERE m.user_id = $user_id LIMIT 10;
   in-index k=40    (2026.x) the same with LIMIT 40, Engram's pool, its top 10.
@@ -42,8 +42,8 @@ import numpy.typing as npt
 
 from shared.models import SearchFilters
 from shared.search.sources import Neo4jVector, Query, Row, SearchStore
-from shared.stores import neo4j_search_queries as sq
-from shared.stores.neo4j_queries import VECTOR_INDEX
+from shared.stores.neo4j import search_queries as sq
+from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 DIM = 384
 BATCH = 1000
@@ -69,7 +69,7 @@ INDEX_STATE = (
     "SHOW INDEXES YIELD name, state, populationPercent, indexProvider, options "
     "WHERE name = $name RETURN state, populationPercent, indexProvider, options"
 )
-# Engram's index (shared/stores/neo4j_queries.CREATE_VECTOR_INDEX), its config open to --index-config;
+# Engram's index (shared/stores/neo4j/schema_queries.CREATE_VECTOR_INDEX), its config open to --index-config;
 # on 2026.x with the tenant as an additional property, filtered inside the index.
 CREATE_INDEX = (
     f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (m:Memory) ON m.embedding "

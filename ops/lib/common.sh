@@ -4,7 +4,7 @@
 # beat and the HTTP app.
 # Source it (after ops/lib/neo4j.sh); it only defines variables and functions.
 #
-# The services read the same ENGRAM_* variables as the Python code (shared/settings.py); the
+# The services read the same ENGRAM_* variables as the Python code (shared/settings/); the
 # ports and folders here are derived from them so both agree.
 
 ENGRAM_ROOT=${ENGRAM_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}

@@ -20,7 +20,7 @@ from producers.bench.stats import Latency, timed
 from producers.client import EngramClient
 from shared.container import Container
 from shared.models import SearchMethod, SearchRequest
-from shared.stores.neo4j_queries import VECTOR_INDEX
+from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 TOP_K = 10
 # A search of the bench waits this long through the client (the app keeps its own bound): on a

@@ -4,7 +4,7 @@
 - ``spacy``: a spaCy pipeline from an installed model package (``pip install spacy`` and a model
   package such as ``en_core_web_sm``); loaded from the package only, never downloaded.
 - ``llm``: a chat model through an OpenAI-compatible ``/v1/chat/completions`` or Ollama
-  ``/api/chat`` endpoint, asked for JSON.
+  ``/api/chat`` endpoint (shared/llm/), asked for JSON.
 - ``off``: no entities.
 
 An extractor that fails on one memory (the LLM is down) falls back to the built-in one for it, so
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
@@ -31,11 +31,10 @@ from shared.graph.entities import (
     mention,
     unique,
 )
+from shared.llm import CHAT_ERRORS, ChatApi, Message, make_chat
 from shared.settings import Settings
 
 log = logging.getLogger(__name__)
-
-ChatApi = Literal["openai", "ollama"]
 
 # spaCy's labels as Engram's kinds; the others (numbers, money, ...) are left out.
 SPACY_KINDS: dict[str, EntityKind] = {
@@ -106,40 +105,24 @@ class LlmExtractor:
         timeout_s: float = 30.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport)
-        self._model = model
-        self._api = api
+        self._chat = make_chat(url, model, api, api_key, timeout_s, transport)
         self._limit = limit
         self._fallback = BuiltinExtractor(limit)
 
     def extract(self, text: str) -> list[Mention]:
         try:
             content = self._ask(text)
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+        except CHAT_ERRORS as exc:
             log.warning("entity model unavailable, built-in extractor used: %s: %s", type(exc).__name__, exc)
             return self._fallback.extract(text)
         return unique(_mentions(content), self._limit)
 
     def _ask(self, text: str) -> str:
-        messages = [{"role": "system", "content": PROMPT}, {"role": "user", "content": text}]
-        if self._api == "ollama":
-            body: dict[str, Any] = {
-                "model": self._model,
-                "messages": messages,
-                "stream": False,
-                "format": "json",
-            }
-            response = self._client.post("/api/chat", json=body)
-            response.raise_for_status()
-            return str(response.json()["message"]["content"])
-        body = {"model": self._model, "messages": messages, "temperature": 0}
-        response = self._client.post("/v1/chat/completions", json=body)
-        response.raise_for_status()
-        return str(response.json()["choices"][0]["message"]["content"])
+        messages: list[Message] = [{"role": "system", "content": PROMPT}, {"role": "user", "content": text}]
+        return self._chat.complete(messages)
 
     def close(self) -> None:
-        self._client.close()
+        self._chat.close()
 
 
 def _mentions(content: str) -> list[Mention]:

@@ -2,21 +2,20 @@
 whether they suffice to answer the query and, if not, writes up to three follow-up queries;
 each is searched and the rounds are merged by reciprocal rank fusion. Off unless
 ``ENGRAM_SEARCH_AGENT_URL`` is set. Any OpenAI-compatible ``/v1/chat/completions`` or Ollama
-``/api/chat`` endpoint."""
+``/api/chat`` endpoint (shared/llm/)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
 import httpx
 
 from shared.errors import ServiceUnavailable
+from shared.llm import CHAT_ERRORS, ChatApi, Message, make_chat
 from shared.search.records import Ranked
-
-ChatApi = Literal["openai", "ollama"]
 
 PROMPT = (
     "You judge retrieved memories for a question. Reply with JSON only: "
@@ -49,37 +48,20 @@ class ChatJudge:
         timeout_s: float = 10.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(base_url=url, headers=headers, timeout=timeout_s, transport=transport)
-        self._model = model
-        self._api = api
+        self._chat = make_chat(url, model, api, api_key, timeout_s, transport)
         self._max = max_queries
 
     def judge(self, query: str, passages: Sequence[str]) -> Verdict:
         listed = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
-        messages = [
+        messages: list[Message] = [
             {"role": "system", "content": PROMPT.replace("{n}", str(self._max))},
             {"role": "user", "content": f"Question: {query}\n\nMemories:\n{listed}"},
         ]
         try:
-            if self._api == "ollama":
-                body: dict[str, Any] = {
-                    "model": self._model,
-                    "messages": messages,
-                    "stream": False,
-                    "format": "json",
-                }
-                response = self._client.post("/api/chat", json=body)
-                response.raise_for_status()
-                content = response.json()["message"]["content"]
-            else:
-                body = {"model": self._model, "messages": messages, "temperature": 0}
-                response = self._client.post("/v1/chat/completions", json=body)
-                response.raise_for_status()
-                content = response.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            content = self._chat.complete(messages)
+        except CHAT_ERRORS as exc:
             raise ServiceUnavailable("agent", f"{type(exc).__name__}: {exc}") from exc
-        return self._verdict(str(content))
+        return self._verdict(content)
 
     def _verdict(self, content: str) -> Verdict:
         """The model's JSON; anything unreadable counts as sufficient (no second round)."""
@@ -94,7 +76,7 @@ class ChatJudge:
         return Verdict(bool(answer.get("sufficient", True)) or not queries, queries[: self._max])
 
     def close(self) -> None:
-        self._client.close()
+        self._chat.close()
 
 
 def fuse_rounds(rounds: Sequence[Sequence[Ranked]], k: int = 60) -> list[Ranked]:

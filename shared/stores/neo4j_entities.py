@@ -1,4 +1,4 @@
-"""Reads of the entity graph (``neo4j_graph_queries``) over the store's connection: the entity
+"""Reads of the entity graph (``neo4j/graph_queries.py``) over the store's connection: the entity
 API and the graph's search sources. Every read is scoped to one tenant."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 from shared.graph.entities import entity_key, normalise
 from shared.graph.models import EntityDetail, EntityMemory, EntityPage, EntitySummary, RelatedEntity
-from shared.stores import neo4j_graph_queries as gq
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_graph import entity_id
+from shared.stores.neo4j import graph_queries as gq
+from shared.stores.neo4j.graph import entity_id
 
 Row = dict[str, Any]
 

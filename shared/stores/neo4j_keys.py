@@ -10,7 +10,7 @@ from typing import Any
 from shared.auth import ApiKey
 from shared.sealing import SecretBox
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_queries import SCHEMA_STATEMENTS
+from shared.stores.neo4j.schema_queries import SCHEMA_STATEMENTS
 
 CONSTRAINT = next(s for s in SCHEMA_STATEMENTS if " api_key_id " in s)
 

@@ -13,8 +13,6 @@ client is called freely.
 from __future__ import annotations
 
 import logging
-import re
-import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,50 +20,23 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-import httpx
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import ServiceUnavailable, VectorStoreRejected
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
+from shared.stores.qdrant_payload import (
+    IDENTITY_KEY,
+    KEYS_KEY,
+    KEYWORD_FIELDS,
+    STATE_FIELDS,
+    collection_name,
+    point_state,
+    translated_errors,
+)
 
 log = logging.getLogger(__name__)
-
-KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tags", "content_hash", "status")
-STATE_FIELDS = ["version", "content_hash", "embedding_model"]
-HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
-_RETRYABLE_STATUS = {408, 429}
-IDENTITY_KEY = "engram_store_id"
-# The API keys, as Neo4j holds them (secret hashes, sealed signing secrets), for engram restore.
-KEYS_KEY = "engram_api_keys"
-
-
-def collection_name(prefix: str, model: str, dimension: int) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-    return f"{prefix}_{slug}_{dimension}"
-
-
-@contextmanager
-def _translated_errors(where: str) -> Iterator[None]:
-    """Outages and server faults are ``ServiceUnavailable`` (retried); a request Qdrant refuses
-    is ``VectorStoreRejected`` (never retried as it is)."""
-    try:
-        yield
-    except UnexpectedResponse as exc:
-        message = f"{where}: HTTP {exc.status_code} {exc.reason_phrase}"
-        status = exc.status_code or 500
-        if 400 <= status < 500 and status not in _RETRYABLE_STATUS:
-            raise VectorStoreRejected(f"qdrant refused {message}") from exc
-        raise ServiceUnavailable("qdrant", message, HINT) from exc
-    except (ResponseHandlingException, httpx.HTTPError, OSError, sqlite3.Error) as exc:
-        raise ServiceUnavailable("qdrant", f"{where}: {type(exc).__name__}: {exc}", HINT) from exc
-    except RuntimeError as exc:  # the embedded client's "folder already accessed" lock error
-        raise ServiceUnavailable("qdrant", f"{where}: {exc}", HINT) from exc
-    except ValueError as exc:  # the embedded client's check of a point (a vector of the wrong size)
-        raise VectorStoreRejected(f"qdrant refused {where}: {exc}") from exc
 
 
 def _version_at_most(version: int) -> qm.Filter:
@@ -113,7 +84,7 @@ class QdrantConnection:
     def client(self) -> QdrantClient:
         with self._lock:
             if self._client is None:
-                with _translated_errors("connect"):
+                with translated_errors("connect"):
                     self._client = self._connect()
             return self._client
 
@@ -147,7 +118,7 @@ class QdrantConnection:
     def dimensions_of(self, model: str) -> list[int]:
         """The dimensions of the collections this model has (its name is in theirs)."""
         head = collection_name(self._settings.qdrant_collection_prefix, model, 0)[: -len("0")]
-        with self.using() as client, _translated_errors("list collections"):
+        with self.using() as client, translated_errors("list collections"):
             names = [c.name for c in client.get_collections().collections]
         return sorted(int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit())
 
@@ -156,7 +127,7 @@ class QdrantConnection:
         what the backup holds even when the primary knows of none (a wiped Neo4j)."""
         prefix = f"{self._settings.qdrant_collection_prefix}_"
         found: set[tuple[str, int]] = set()
-        with self.using() as client, _translated_errors("list collections"):
+        with self.using() as client, translated_errors("list collections"):
             for collection in client.get_collections().collections:
                 if not collection.name.startswith(prefix):
                     continue
@@ -172,7 +143,7 @@ class QdrantConnection:
     def drop(self, model: str, dimension: int) -> bool:
         """Deletes a model's collection (a migration's old one); True if it was there."""
         name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
-        with self.using() as client, _translated_errors("drop collection"):
+        with self.using() as client, translated_errors("drop collection"):
             existed = client.collection_exists(name)
             if existed:
                 client.delete_collection(name)
@@ -209,7 +180,7 @@ class QdrantStore:
         if it is not there yet."""
         with self._connection.using() as client:
             if not self._ready:
-                with _translated_errors("ensure collection"):
+                with translated_errors("ensure collection"):
                     if not client.collection_exists(self.collection):
                         self._create_collection(client)
                 self._ready = True
@@ -241,7 +212,7 @@ class QdrantStore:
                 qm.PointStruct(id=p.id, vector=[float(x) for x in p.vector], payload=payload)
             )
         for version, structs in by_version.items():
-            with self._client() as client, _translated_errors("upsert"):
+            with self._client() as client, translated_errors("upsert"):
                 client.upsert(
                     self.collection, points=structs, wait=True, update_filter=_version_at_most(version)
                 )
@@ -255,50 +226,50 @@ class QdrantStore:
             selector = qm.FilterSelector(
                 filter=qm.Filter(must=[qm.HasIdCondition(has_id=list(ids))], should=guard.should)
             )
-            with self._client() as client, _translated_errors("delete"):
+            with self._client() as client, translated_errors("delete"):
                 client.delete(self.collection, points_selector=selector, wait=True)
 
     def states(self, ids: Sequence[str]) -> dict[str, PointState]:
         if not ids:
             return {}
-        with self._client() as client, _translated_errors("retrieve"):
+        with self._client() as client, translated_errors("retrieve"):
             points = client.retrieve(
                 self.collection, ids=list(ids), with_payload=STATE_FIELDS, with_vectors=False
             )
-        return {str(p.id): _state(p.id, p.payload) for p in points}
+        return {str(p.id): point_state(p.id, p.payload) for p in points}
 
     def scroll(self, after: str | None, limit: int) -> tuple[list[PointState], str | None]:
-        with self._client() as client, _translated_errors("scroll"):
+        with self._client() as client, translated_errors("scroll"):
             points, offset = client.scroll(
                 self.collection, limit=limit, offset=after, with_payload=STATE_FIELDS, with_vectors=False
             )
-        return [_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
+        return [point_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
 
     def count(self) -> int:
         """Points in the collection, counted exactly."""
-        with self._client() as client, _translated_errors("count"):
+        with self._client() as client, translated_errors("count"):
             return int(client.count(self.collection, exact=True).count)
 
     def identity(self) -> str | None:
         """The store id of the primary this collection was last found in step with (its metadata)."""
-        with self._client() as client, _translated_errors("collection info"):
+        with self._client() as client, translated_errors("collection info"):
             metadata = client.get_collection(self.collection).config.metadata or {}
         found = metadata.get(IDENTITY_KEY)
         return found if isinstance(found, str) else None
 
     def stamp(self, store_id: str) -> None:
         """Records the primary's store id in the collection's metadata."""
-        with self._client() as client, _translated_errors("update collection"):
+        with self._client() as client, translated_errors("update collection"):
             client.update_collection(self.collection, metadata={IDENTITY_KEY: store_id})
 
     def backed_up_keys(self) -> list[dict[str, Any]]:
-        with self._client() as client, _translated_errors("collection info"):
+        with self._client() as client, translated_errors("collection info"):
             metadata = client.get_collection(self.collection).config.metadata or {}
         found = metadata.get(KEYS_KEY)
         return [dict(row) for row in found] if isinstance(found, list) else []
 
     def back_up_keys(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        with self._client() as client, _translated_errors("update collection"):
+        with self._client() as client, translated_errors("update collection"):
             client.update_collection(self.collection, metadata={KEYS_KEY: [dict(row) for row in rows]})
 
     def scroll_payloads(
@@ -310,7 +281,7 @@ class QdrantStore:
             if user_id is None
             else qm.Filter(must=[qm.FieldCondition(key="user_id", match=qm.MatchValue(value=user_id))])
         )
-        with self._client() as client, _translated_errors("scroll"):
+        with self._client() as client, translated_errors("scroll"):
             points, offset = client.scroll(
                 self.collection,
                 limit=limit,
@@ -326,7 +297,7 @@ class QdrantStore:
         """These points with their vectors and whole payloads (absent ids are left out)."""
         if not ids:
             return []
-        with self._client() as client, _translated_errors("retrieve"):
+        with self._client() as client, translated_errors("retrieve"):
             points = client.retrieve(self.collection, ids=list(ids), with_payload=True, with_vectors=True)
         found: list[VectorPoint] = []
         for p in points:
@@ -347,7 +318,7 @@ class QdrantStore:
         self, vector: Sequence[float], user_id: str, filters: SearchFilters, limit: int
     ) -> list[tuple[dict[str, Any], float]]:
         """The tenant's nearest points passing the filters: (payload, cosine similarity), best first."""
-        with self._client() as client, _translated_errors("search"):
+        with self._client() as client, translated_errors("search"):
             found = client.query_points(
                 self.collection,
                 query=[float(x) for x in vector],
@@ -357,16 +328,3 @@ class QdrantStore:
                 with_vectors=False,
             )
         return [(point.payload or {}, float(point.score)) for point in found.points]
-
-
-def _state(point_id: object, payload: dict[str, object] | None) -> PointState:
-    payload = payload or {}
-    version = payload.get("version")
-    hash_ = payload.get("content_hash")
-    model = payload.get("embedding_model")
-    return PointState(
-        id=str(point_id),
-        version=int(version) if isinstance(version, int | float) else None,
-        content_hash=hash_ if isinstance(hash_, str) else None,
-        embedding_model=model if isinstance(model, str) else None,
-    )

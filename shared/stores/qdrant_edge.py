@@ -47,15 +47,18 @@ from shared.errors import ServiceUnavailable, VectorStoreRejected
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
-from shared.stores.qdrant import (
+from shared.stores.qdrant_payload import (
     HINT,
     IDENTITY_KEY,
     KEYS_KEY,
     KEYWORD_FIELDS,
     STATE_FIELDS,
     collection_name,
+    point_state,
+    read_json,
+    vector_point,
+    write_json,
 )
-from shared.stores.qdrant_edge_migration import read_json, write_json
 
 if TYPE_CHECKING:
     from shared.stores.qdrant_edge_migration import MigrationReport
@@ -336,14 +339,14 @@ class EdgeStore:
             return {}
         with self._shard("retrieve") as shard:
             points = shard.retrieve(list(ids), with_payload=STATE_FIELDS, with_vector=False)
-        return {str(p.id): _state(p.id, p.payload) for p in points}
+        return {str(p.id): point_state(p.id, p.payload) for p in points}
 
     def scroll(self, after: str | None, limit: int) -> tuple[list[PointState], str | None]:
         with self._shard("scroll") as shard:
             points, offset = shard.scroll(
                 qe.ScrollRequest(offset=after, limit=limit, with_payload=STATE_FIELDS, with_vector=False)
             )
-        return [_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
+        return [point_state(p.id, p.payload) for p in points], None if offset is None else str(offset)
 
     def count(self) -> int:
         """Points in the collection, counted exactly."""
@@ -414,29 +417,3 @@ def _dimension_of(collection: str) -> int:
     """The dimension a collection's name ends with (``prefix_model_dimension``)."""
     last = collection.rsplit("_", 1)[-1]
     return int(last) if last.isdigit() else 0
-
-
-def _state(point_id: object, payload: Mapping[str, object] | None) -> PointState:
-    payload = payload or {}
-    version = payload.get("version")
-    hash_ = payload.get("content_hash")
-    model = payload.get("embedding_model")
-    return PointState(
-        id=str(point_id),
-        version=int(version) if isinstance(version, int | float) else None,
-        content_hash=hash_ if isinstance(hash_, str) else None,
-        embedding_model=model if isinstance(model, str) else None,
-    )
-
-
-def vector_point(point_id: object, vector: object, payload: Mapping[str, Any] | None) -> VectorPoint:
-    """A point as read back (Edge's, or local mode's for the migration): version 0 when it has none."""
-    whole = dict(payload or {})
-    version = whole.get("version")
-    values = vector if isinstance(vector, list) else []
-    return VectorPoint(
-        id=str(point_id),
-        vector=[float(x) for x in values if isinstance(x, int | float)],
-        version=int(version) if isinstance(version, int | float) else 0,
-        payload=whole,
-    )

@@ -11,25 +11,29 @@ left in place (``migration.json`` says when it was done: it can be removed after
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from shared.errors import ServiceUnavailable
-from shared.stores.qdrant import HINT, IDENTITY_KEY, _translated_errors
-
-if TYPE_CHECKING:
-    from shared.stores.qdrant_edge import EdgeConnection
+from shared.stores.base import VectorStore
+from shared.stores.qdrant_payload import IDENTITY_KEY, read_json, translated_errors, vector_point, write_json
 
 log = logging.getLogger(__name__)
 
 MARKER = "migration.json"
 PAGE = 512
+
+
+class EdgeTarget(Protocol):
+    """Where the points go: Edge's connection (``qdrant_edge.EdgeConnection``), named by what the
+    copy needs of it, so this module does not import the adapter that calls it."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def collection(self, name: str, dimension: int) -> VectorStore: ...
 
 
 @dataclass
@@ -40,37 +44,12 @@ class MigrationReport:
     already_done: bool = False
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    """The object a JSON file holds; {} when there is no file (or it holds no object)."""
-    try:
-        found = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ServiceUnavailable("qdrant", f"read {path}: {exc}", HINT) from exc
-    return found if isinstance(found, dict) else {}
-
-
-def write_json(path: Path, marker: Mapping[str, Any]) -> None:
-    """Written whole and renamed into place, so a crash leaves the old file or the new one."""
-    partial = path.with_name(f"{path.name}.partial")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with partial.open("w") as out:
-            json.dump(dict(marker), out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(partial, path)
-    except OSError as exc:
-        raise ServiceUnavailable("qdrant", f"write {path}: {exc}", HINT) from exc
-
-
 def has_local_folder(local: Path) -> bool:
     """A folder qdrant-client's local mode wrote (its ``meta.json``)."""
     return (local / "meta.json").is_file()
 
 
-def migrate_local_folder(local: Path, edge: EdgeConnection, prefix: str, page: int = PAGE) -> MigrationReport:
+def migrate_local_folder(local: Path, edge: EdgeTarget, prefix: str, page: int = PAGE) -> MigrationReport:
     """Copies every Engram collection of the local-mode folder into Edge, from where a run left off."""
     marker_path = edge.root / MARKER
     marker = read_json(marker_path)
@@ -80,12 +59,10 @@ def migrate_local_folder(local: Path, edge: EdgeConnection, prefix: str, page: i
     from qdrant_client import QdrantClient
     from qdrant_client import models as qm
 
-    from shared.stores.qdrant_edge import vector_point
-
-    with _translated_errors("open the local-mode folder to migrate it"):
+    with translated_errors("open the local-mode folder to migrate it"):
         client = QdrantClient(path=str(local))
     try:
-        with _translated_errors("list collections"):
+        with translated_errors("list collections"):
             names = sorted(
                 c.name for c in client.get_collections().collections if c.name.startswith(f"{prefix}_")
             )
@@ -94,14 +71,14 @@ def migrate_local_folder(local: Path, edge: EdgeConnection, prefix: str, page: i
             state = dict(progress.get(name) or {})
             if state.get("done"):
                 continue
-            with _translated_errors("collection info"):
+            with translated_errors("collection info"):
                 config = client.get_collection(name).config
             vectors = config.params.vectors
             store = edge.collection(name, vectors.size if isinstance(vectors, qm.VectorParams) else 0)
             after: str | None = state.get("next")
             copied = 0
             while True:
-                with _translated_errors("scroll"):
+                with translated_errors("scroll"):
                     points, offset = client.scroll(
                         name, limit=page, offset=after, with_payload=True, with_vectors=True
                     )

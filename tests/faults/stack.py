@@ -28,7 +28,7 @@ from shared import redis_client, secrets
 from shared.settings import Settings
 from shared.stores.base import SearchableVectorStore
 from shared.stores.folders import embedded_folder
-from shared.stores.qdrant import collection_name
+from shared.stores.qdrant_payload import collection_name
 from shared.stores.vectors import connect_vectors
 from workers.app import QUEUES
 

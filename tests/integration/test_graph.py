@@ -20,7 +20,7 @@ from shared.models import ChunkRecord, DocumentIn, SearchFilters, StagedDocument
 from shared.settings import Settings
 from shared.stores.base import DocumentWrite
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_graph import GraphWriter
+from shared.stores.neo4j.graph import GraphWriter
 from tests.integration.support import DIMENSION, MODEL, cypher
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

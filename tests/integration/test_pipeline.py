@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
-from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
+from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import (
     MODEL,
     Workers,

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from producers.client import EngramClient
 from shared.settings import Settings
 from shared.stores.base import MigrationState
-from shared.stores.qdrant import collection_name
+from shared.stores.qdrant_payload import collection_name
 from shared.stores.vectors import connect_vectors
 from tests.integration.support import DIMENSION, MODEL, WORKERS, Workers, cypher, wait_until_finished
 from tests.integration.test_pipeline import FACTS, long_text, post_documents

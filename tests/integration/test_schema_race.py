@@ -10,7 +10,7 @@ import pytest
 
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
+from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import DIMENSION, MODEL, cypher
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.search.text import query_terms, stems, term_counts
-from shared.stores.neo4j_search_queries import FULLTEXT_INDEX
+from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import cypher, wait_until_finished
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """In-memory fakes of our own store Protocols, for the stage services' unit tests.
 
-``FakeGraph`` follows the Cypher of ``shared/stores/neo4j_queries.py`` statement by statement
+``FakeGraph`` follows the Cypher of ``shared/stores/neo4j/*_queries.py`` statement by statement
 (version guards, DeletedDocument and DeletedMemory tombstones, the sync backoff and backlog
 order); ``FakeVectors`` follows the version guard of ``shared/stores/qdrant.py``. Where the
 Cypher has a quirk, the fake has it too, so a test on the fake says what Neo4j would do.
@@ -97,7 +97,7 @@ class StoredTombstone:
 
 
 class FakeGraph:
-    """``GraphStore`` in memory, as the Cypher of ``neo4j_queries`` behaves."""
+    """``GraphStore`` in memory, as the Cypher of ``neo4j/*_queries.py`` behaves."""
 
     def __init__(self, clock: Callable[[], datetime], retry_base_s: int = 5, retry_cap_s: int = 1200) -> None:
         self.clock = clock
@@ -373,7 +373,7 @@ class FakeGraph:
     def save_sweep_cursor(self, cursor: str, at: datetime) -> None:
         self.sweep = cursor
 
-    # The store's identity and a restore's checkpoint (neo4j_identity_queries).
+    # The store's identity and a restore's checkpoint (neo4j/restore_queries.py).
 
     def identity(self) -> StoreIdentity:
         return StoreIdentity(self.store_id, len(self.memories), self.primary_lost, None, self.qdrant_points)

@@ -24,7 +24,7 @@ CLIENTS = {"QdrantClient", "AsyncQdrantClient"}
 FOLDERS = {"qdrant_local_path", "qdrant_edge_local_path"}
 ADAPTERS = {"QdrantConnection", "EdgeConnection"}
 # Where a folder setting is defined, and the test of its default.
-FOLDER_HOMES = {ROOT / "shared" / "settings.py", ROOT / "tests" / "unit" / "test_settings.py"}
+FOLDER_HOMES = {ROOT / "shared" / "settings" / "stores.py", ROOT / "tests" / "unit" / "test_settings.py"}
 # Tests of one engine by name: each builds that engine's adapter on a folder of its own.
 ENGINE_TESTS = {
     ROOT / "tests" / "unit" / "vector_engines.py",

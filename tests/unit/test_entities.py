@@ -15,7 +15,7 @@ from shared.errors import ConfigurationError
 from shared.graph.entities import BuiltinExtractor, Mention, NoExtractor, entity_key, normalise
 from shared.graph.extractors import LlmExtractor, SpacyExtractor, make_extractor
 from shared.settings import Settings
-from shared.stores.neo4j_graph import GraphSource, GraphWriter, entity_id
+from shared.stores.neo4j.graph import GraphSource, GraphWriter, entity_id
 
 
 def keys(text: str) -> list[tuple[str, str]]:

@@ -35,7 +35,7 @@ class Node:
 
 
 class FakeMigrationStore:
-    """``MigrationStore`` in memory, as the Cypher of ``neo4j_migration_queries`` behaves."""
+    """``MigrationStore`` in memory, as the Cypher of ``neo4j/reembed_queries.py`` behaves."""
 
     def __init__(self, count: int) -> None:
         self.claim: tuple[str, int] | None = (MODEL, DIM)

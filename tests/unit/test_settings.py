@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from shared.errors import ConfigurationError
-from shared.settings import DEV_NEO4J_PASSWORD, Settings
+from shared.settings import (
+    DEV_NEO4J_PASSWORD,
+    HttpSettings,
+    OperationsSettings,
+    PipelineSettings,
+    SearchSettings,
+    Settings,
+    StoreSettings,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -293,3 +305,31 @@ def test_env_file_is_read_when_given(tmp_path: Path) -> None:
 
     assert settings.api_port == 9001
     assert settings.embedding_batch_size == 8
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_variable_keeps_its_name_and_each_group_its_fields() -> None:
+    # Given the variables as they were named before Settings was written in groups
+    # (tests/unit/data/settings_names.txt: a deployment's .env names them)
+    before = set((ROOT / "tests" / "unit" / "data" / "settings_names.txt").read_text().split())
+
+    # When the settings table is printed (ops/settings_table.py)
+    table = subprocess.run(
+        [sys.executable, "ops/settings_table.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    printed = re.findall(r"^\| `(ENGRAM_[A-Z0-9_]+)` \|", table, flags=re.M)
+
+    # Then it names the same variables, each once, and every field is in exactly one group
+    assert len(printed) == len(set(printed))
+    assert set(printed) == before
+    groups: list[type[BaseModel]] = [
+        StoreSettings,
+        PipelineSettings,
+        SearchSettings,
+        HttpSettings,
+        OperationsSettings,
+    ]
+    grouped = [name for group in groups for name in group.model_fields]
+    assert sorted(grouped) == sorted(Settings.model_fields)

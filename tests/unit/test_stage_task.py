@@ -15,7 +15,8 @@ from shared.ids import document_key
 from shared.ledger import Sent
 from workers.app import EMBED_TASK, WRITE_TASK
 from workers.ingest import parse
-from workers.stage import _retry, batch_refs, send_next
+from workers.messages import batch_refs
+from workers.stage import _retry, send_next
 
 
 class UnsentRetryTask:

@@ -7,7 +7,8 @@ tenant's matches, so another tenant's data never crowds them out.
 
 from __future__ import annotations
 
-from shared.stores.neo4j_queries import MEMORY_FILTER, VECTOR_INDEX
+from shared.stores.neo4j.filters import MEMORY_FILTER
+from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 # The content and the tenant in one fulltext index, read by Lucene's English analyser (stems, no
 # stop words): a query names both fields. An earlier version's index (the standard analyser) is

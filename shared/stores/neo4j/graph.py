@@ -3,7 +3,7 @@
 ``GraphWriter`` is called by ``Neo4jStore`` in every write and delete (and by ``engram graph
 backfill``): it chains the turns of the sessions touched, and derives the entities of the
 Memories written, from nothing but the Memories' own fields. Entities are extracted here, in
-Python, before the transaction's statements run; the statements are in ``neo4j_graph_queries``.
+Python, before the transaction's statements run; the statements are in ``graph_queries``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from neo4j import ManagedTransaction
 
 from shared.graph.entities import EntityExtractor, Mention
 from shared.models import utc_now
-from shared.stores import neo4j_graph_queries as gq
-from shared.stores.neo4j_queries import MEMORY_FILTER
-from shared.stores.neo4j_search_queries import FIELDS
+from shared.stores.neo4j import graph_queries as gq
+from shared.stores.neo4j.filters import MEMORY_FILTER
+from shared.stores.neo4j.search_queries import FIELDS
 
 Row = dict[str, Any]
 SEPARATOR = "\x1f"  # no identifier holds a control character, so tenant and name never blur

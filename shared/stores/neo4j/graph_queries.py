@@ -238,7 +238,7 @@ MATCH (e:Entity {user_id: $user_id, key: key})
 RETURN e.id AS id, e.key AS key, COUNT { (e)<-[:MENTIONS]-(:Memory) } AS n
 """
 
-# Search sources (shared/search/graph_sources.py); built in neo4j_graph.py with the search filter.
+# Search sources (shared/search/graph_sources.py); built in graph.py with the search filter.
 # Memories naming the query's entities, those naming more of them first, each entity named by at
 # most $max_memories memories (a speaker named in every turn tells nothing).
 ENTITY_CANDIDATES = """

@@ -8,7 +8,7 @@ rewritten since its next vector was made is simply not done any more.
 
 from __future__ import annotations
 
-from shared.stores.neo4j_queries import VECTOR_INDEX
+from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 MIGRATION = """
 MATCH (g:EngramSchema {id: 'migration'})

@@ -1,0 +1,186 @@
+"""The store's schema: constraints and indexes made on every database the store meets, the
+claim nodes they guard, and the embedding model the store holds.
+
+The constraints come first: two processes claiming a new store at once (a first search and a
+first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
+constraint can never be made, so every later write fails.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, LiteralString
+
+from shared.errors import ConfigurationError, GraphStoreRejected, TransientError
+from shared.stores.base import ModelClaim
+from shared.stores.neo4j import graph_queries as gq
+from shared.stores.neo4j import reembed_queries as mq
+from shared.stores.neo4j import restore_queries as iq
+from shared.stores.neo4j import schema_queries as q
+from shared.stores.neo4j import search_queries as sq
+from shared.stores.neo4j.connection import Neo4jConnection, Row
+
+# What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
+CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
+
+SCHEMA_MADE_MEANWHILE = frozenset(
+    {
+        "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+        "Neo.ClientError.Schema.IndexAlreadyExists",
+        "Neo.ClientError.Schema.ConstraintAlreadyExists",
+    }
+)
+
+
+def schema_names() -> tuple[str, ...]:
+    """Every constraint and index the store's schema makes, by name (the vector index too)."""
+    made = re.compile(r"^CREATE (?:CONSTRAINT|INDEX|FULLTEXT INDEX) (\w+) IF NOT EXISTS")
+    statements = (*q.SCHEMA_STATEMENTS, *sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA)
+    names = [found.group(1) for found in map(made.match, statements) if found is not None]
+    return (*names, q.VECTOR_INDEX)
+
+
+def claim_of(row: Mapping[str, Any]) -> ModelClaim:
+    """The store's model and its migration, as an ``EngramSchema`` read gives them."""
+
+    def pair(model: Any, dimension: Any) -> tuple[str, int] | None:
+        return (str(model), int(dimension)) if model is not None and dimension is not None else None
+
+    return ModelClaim(
+        model=pair(row.get("model"), row.get("dimension")),
+        phase=row.get("state"),
+        source=pair(row.get("source_model"), row.get("source_dim")),
+        target=pair(row.get("target_model"), row.get("target_dim")),
+    )
+
+
+class SchemaOps(Neo4jConnection):
+    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
+        """Constraints, range indexes, the fulltext index and the vector index sized to the model.
+
+        Refuses to run against a store that holds another model's vectors: that is a migration.
+        The constraints come first: two processes claiming a new store at once (a first search and
+        a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
+        constraint can never be made, so every later write fails.
+        """
+        self._claims_guarded = False  # made again: this may be another database than before
+        self._guard_claims()
+        for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
+            self._schema(statement)
+        self._graph_schema_ready = True
+        self._schema_store_id = self._claim(iq.ENSURE_IDENTITY)[0]["store_id"]
+        self._schema_checked_at = time.monotonic()
+        claimed = self._claim(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
+        if (claimed["model"], claimed["dimension"]) != (model, dimension):
+            refusal = self.model_claim().refuse_write(model, dimension)
+            if refusal is not None:
+                raise refusal
+        self.ensure_vector_index(dimension, timeout_s)
+
+    def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
+        """The vector index on ``Memory.embedding``, sized to ``dimension``, online."""
+        existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
+        if existing and existing[0]["dimension"] != dimension:
+            raise ConfigurationError(
+                f"vector index {q.VECTOR_INDEX} has {existing[0]['dimension']} dimensions, "
+                f"the model has {dimension}"
+            )
+        if not existing:
+            statement = q.CREATE_VECTOR_INDEX.format(dimension=int(dimension))
+            self._schema(statement)
+        self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+
+    def _guard_claims(self) -> None:
+        """The constraints (one ``EngramSchema`` node per id among them), made before this store
+        object MERGEs any claim node: a restore's checkpoint, the identity or a migration written
+        to a new store before any bootstrap would otherwise leave twins two processes made at once,
+        and with twins the constraint can never be made. Twins an older version left are folded
+        into the newest first, which heals a store they wedged."""
+        if self._claims_guarded:
+            return
+        for attempt in range(3):
+            self._write(q.FOLD_TWIN_CLAIMS)
+            try:
+                for statement in q.SCHEMA_STATEMENTS:
+                    self._schema(statement)
+                break
+            except TransientError as exc:
+                # Twins made between the fold and the constraint, by a process without this guard.
+                if CONSTRAINT_BLOCKED not in str(exc) or attempt == 2:
+                    raise
+        self._claims_guarded = True
+        self._claims_checked_at = time.monotonic()
+
+    def _claim(self, query: LiteralString, **params: Any) -> list[Row]:
+        """A write that MERGEs an ``EngramSchema`` node, once its constraint is made (looked at
+        again once per ``neo4j_schema_check_s``: the database may have been wiped meanwhile)."""
+        if self._claims_guarded and time.monotonic() - self._claims_checked_at >= self._schema_check_s:
+            self._claims_checked_at = time.monotonic()
+            names = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
+            self._claims_guarded = "engram_schema_id" in names
+        self._guard_claims()
+        return self._write(query, **params)
+
+    def _schema(self, statement: LiteralString) -> None:
+        """A schema statement. Processes making a new store's schema at the same moment (the write
+        worker's threads, a first search) race: Neo4j refuses the rule a loser creates although
+        ``IF NOT EXISTS``, as one like it was made meanwhile. That rule is the one wanted."""
+        try:
+            self._write(statement)
+        except GraphStoreRejected as exc:
+            if getattr(exc.__cause__, "code", None) not in SCHEMA_MADE_MEANWHILE:
+                raise
+
+    def model_claim(self) -> ModelClaim:
+        """The store's model and the migration, as writers and searches check them."""
+        rows = self._read(mq.MODEL_STATE)
+        return claim_of(rows[0]) if rows else ModelClaim(None)
+
+    def check_search_model(self, model: str, dimension: int) -> None:
+        """Refuses (503) a search whose query vector is not of the model the store holds now."""
+        refusal = self.model_claim().refuse_search(model, dimension)
+        if refusal is not None:
+            raise refusal
+        self.ensure_schema(model, dimension)
+
+    def stored_model(self) -> tuple[str, int] | None:
+        """The model whose vectors the store holds, once a writer has claimed it."""
+        rows = self._read(q.STORED_MODEL)
+        return (rows[0]["model"], int(rows[0]["dimension"])) if rows else None
+
+    def missing_schema(self) -> list[str]:
+        """The constraints and indexes of the schema the database lacks (or holds not online)."""
+        present = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
+        present |= {row["name"] for row in self._read(q.SHOW_INDEX_NAMES)}
+        return [name for name in schema_names() if name not in present]
+
+    def _schema_gone(self) -> bool:
+        """Whether the database is not the one this object made the schema on (another store id:
+        wiped, replaced, restored) or lost part of it. Looked at once per ``neo4j_schema_check_s``."""
+        if not self._schema_ready or time.monotonic() - self._schema_checked_at < self._schema_check_s:
+            return False
+        self._schema_checked_at = time.monotonic()
+        store_id = self._read(q.STORE_ID)[0]["store_id"]
+        if store_id != self._schema_store_id:
+            return True
+        return bool(self.missing_schema())
+
+    def forget_schema(self) -> None:
+        """The next write or search makes the schema again (a new database was met)."""
+        self._schema_ready.clear()
+        self._claims_guarded = False
+        self._graph_schema_ready = False
+
+    def ensure_schema(self, model: str, dimension: int) -> None:
+        """The schema for this model, made on every database this object meets: once, and again
+        when the store id changes or a constraint or index is found missing (a wiped primary
+        under running workers)."""
+        with self._schema_lock:
+            if self._schema_gone():
+                self.forget_schema()
+            if (model, dimension) not in self._schema_ready:
+                self.bootstrap(model, dimension)
+                self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
+                self._schema_ready.add((model, dimension))

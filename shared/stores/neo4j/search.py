@@ -1,0 +1,92 @@
+"""What a search reads (shared/search/sources.py, graph_sources.py): candidates of the vector
+index, an exact scan and the fulltext index, the statistics of keywords, and the graph's
+candidates beside the first hits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from shared.stores.neo4j import graph_queries as gq
+from shared.stores.neo4j import search_queries as sq
+from shared.stores.neo4j.connection import Neo4jConnection, Row
+from shared.stores.neo4j.graph import BESIDE_CANDIDATES, ENTITY_CANDIDATES
+
+
+class SearchOps(Neo4jConnection):
+    def count_filtered(self, filters: Row, limit: int) -> int:
+        """How many Memories pass the tenant and filters, counted up to ``limit``."""
+        return int(self._read(sq.COUNT_FILTERED, limit=limit, **filters)[0]["n"])
+
+    def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> tuple[int, list[Row]]:
+        """(rows the index gave, those passing the filters): {memory, score as (1 + cos) / 2}."""
+        row = self._read(sq.VECTOR_CANDIDATES, vector=list(vector), k=k, **filters)[0]
+        return int(row["found"]), list(row["kept"])
+
+    def exact_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
+        return list(self._read(sq.EXACT_CANDIDATES, vector=list(vector), k=k, **filters)[0]["kept"])
+
+    def fulltext_candidates(
+        self, text: str, vector: Sequence[float], k: int, filters: Row
+    ) -> tuple[int, list[Row]]:
+        row = self._read(sq.FULLTEXT_CANDIDATES, text=text, vector=list(vector), k=k, **filters)[0]
+        return int(row["found"]), list(row["kept"])
+
+    def term_frequencies(self, user_id: str, queries: Mapping[str, str], cap: int) -> dict[str, int]:
+        """Per term, how many of the tenant's Memories hold it (up to ``cap``); ``queries`` maps
+        each term to its Lucene query."""
+        params = [{"term": term, "lucene": lucene} for term, lucene in queries.items()]
+        rows = self._read(sq.TERM_FREQUENCIES, queries=params, cap=cap, user_id=user_id)
+        return {row["term"]: int(row["df"]) for row in rows}
+
+    def tenant_stats(self, user_id: str) -> tuple[int, float]:
+        """(Memories the tenant holds, their mean token count)."""
+        row = self._read(sq.TENANT_STATS, user_id=user_id)[0]
+        return int(row["documents"] or 0), float(row["average_length"] or 0.0)
+
+    def newest_memory(self, user_id: str) -> datetime | None:
+        """When the tenant's newest memory was made (none when it holds none)."""
+        newest = self._read(sq.NEWEST_MEMORY, user_id=user_id)[0]["newest"]
+        return newest if isinstance(newest, datetime) else None
+
+    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+        return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]
+
+    def two_scores(
+        self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]
+    ) -> dict[str, tuple[float, float]]:
+        """Per memory, its cosine with ``query`` and with ``moved`` (each as (1 + cos) / 2)."""
+        rows = self._read(
+            sq.TWO_SCORES, user_id=user_id, ids=list(ids), original=list(query), moved=list(moved)
+        )
+        return {row["id"]: (float(row["original"]), float(row["moved"])) for row in rows}
+
+    def stored_documents(self, keys: Sequence[str]) -> int:
+        return int(self._read(sq.STORED_DOCUMENTS, keys=list(keys))[0]["n"] or 0)
+
+    def entity_candidates(
+        self, keys: Sequence[str], max_memories: int, vector: Sequence[float], k: int, filters: Row
+    ) -> list[Row]:
+        """Memories naming the tenant's entities of these keys (shared/search/graph_sources.py)."""
+        params = {"keys": list(keys), "max_memories": max_memories, "vector": list(vector), "k": k}
+        return list(self._read(ENTITY_CANDIDATES, **params, **filters)[0]["kept"])
+
+    def beside_candidates(self, ids: Sequence[str], vector: Sequence[float], filters: Row) -> list[Row]:
+        """The memories next to these along NEXT: the turns around a turn, the chunks around a chunk."""
+        return list(self._read(BESIDE_CANDIDATES, ids=list(ids), vector=list(vector), **filters)[0]["kept"])
+
+    def mentions_among(
+        self, user_id: str, keys: Sequence[str], max_memories: int, ids: Sequence[str]
+    ) -> dict[str, tuple[int, list[str]]]:
+        """Per entity key of the tenant named by at most ``max_memories`` memories: how many name
+        it, and which of ``ids`` do."""
+        params = {"user_id": user_id, "keys": list(keys), "max_memories": max_memories, "ids": list(ids)}
+        return {r["key"]: (int(r["n"]), list(r["ids"])) for r in self._read(gq.MENTIONS_AMONG, **params)}
+
+    def next_among(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """The NEXT edges between these memories."""
+        return [(r["a"], r["b"]) for r in self._read(gq.NEXT_AMONG, user_id=user_id, ids=list(ids))]
+
+    def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
+        rows = self._read(sq.NEIGHBOURS, user_id=user_id, ids=list(ids), n=n)
+        return {row["id"]: (list(row["before"]), list(row["after"])) for row in rows}
