@@ -19,7 +19,7 @@ from shared.models import Identifier
 # the Authorization header sent is the caller's, not the drawn one, an unknown query parameter is
 # ignored, and a drawn "format" violation of a format the app defines itself (identifier,
 # readable-text, date-time) is judged by the app's own validator, whose rules the property tests
-# check against the README.
+# check against docs/reference/http-api.md.
 _ON_THE_WIRE_VALID = (
     "was null, became",
     "violates `format`",

@@ -31,7 +31,7 @@ from tests.strategies import identifiers, readable_texts, rfc3339_moments
 
 pytestmark = pytest.mark.integration
 
-# What the formats of the OpenAPI document mean (shared/models.py), as the README states them.
+# What the formats of the OpenAPI document mean (shared/models.py), as docs/reference/http-api.md states them.
 schemathesis.openapi.format(IDENTIFIER_FORMAT, identifiers())
 schemathesis.openapi.format(READABLE_TEXT_FORMAT, readable_texts())
 # JSON Schema cannot bound a date-time: the document says the range in words, the fuzzer keeps to it.
