@@ -1,6 +1,7 @@
-"""Prints the README's settings table from shared/settings/, so the two cannot drift apart.
+"""Prints the settings table of docs/reference/settings.md from shared/settings/, so the two
+cannot drift apart (tests/unit/test_docs.py compares them).
 
-.venv/bin/python ops/settings_table.py
+.venv/bin/python ops/settings_table.py   # then replace the table in docs/reference/settings.md
 """
 
 from __future__ import annotations

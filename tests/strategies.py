@@ -1,5 +1,6 @@
-"""Hypothesis strategies of what Engram takes, built from the rules as the README states them, not
-from the validators: so a property test or the API fuzzer finds where the two disagree."""
+"""Hypothesis strategies of what Engram takes, built from the rules as docs/reference/http-api.md
+states them, not from the validators: so a property test or the API fuzzer finds where the two
+disagree."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How long each phase should take at the sizes asked, said before anything starts.
 
-The rates are this project's own figures on a 2-core machine (README: figures): the pipeline
+The rates are this project's own figures on a 2-core machine (docs/bench/figures.md): the pipeline
 stores about 20 chunks/s, the embedder about 40 chunks/s in one process, a queued search about
 50 ms. The ingest estimate is said again with the rate measured once the first size is in.
 """
@@ -54,7 +54,7 @@ def say_plan(found: list[tuple[str, float]], load: float, cpus: int) -> list[str
     total = sum(seconds for _, seconds in found) * slower
     lines = [f"  {label:<45} ~{_duration(seconds * slower)}" for label, seconds in found]
     return [
-        f"estimate (the README's rates on a quiet 2-core machine, x{slower:.1f} for the load "
+        f"estimate (docs/bench/figures.md's rates on a quiet 2-core machine, x{slower:.1f} for the load "
         f"average {load:.1f} on {cpus} cores):",
         *lines,
         f"  {'total':<45} ~{_duration(total)}",

@@ -8,7 +8,7 @@ Texts are sorted by length and cut into small runs (``local_run_tokens`` padded 
 onnxruntime thread, ``local_threads`` runs side by side. Measured on this 2-core machine against
 runs of 32 texts on two intra-op threads: ~47 against ~100 CPU-ms a chunk, twice the chunks a
 second (the big runs' activations, 32 x 256 tokens, spill out of the caches, and two threads on
-one run wait on each other; docs/embedding-model.md).
+one run wait on each other; docs/operations/embedding-model.md).
 The packaged ONNX graph ends at ``last_hidden_state``; mean pooling over the attention mask and
 L2 normalisation happen here, as sentence-transformers does them for this model. A graph that
 already pools (a rank-2 output) is used as it is, and normalised again, which changes nothing.
@@ -199,7 +199,7 @@ def _open_session(path: Path) -> ort.InferenceSession:
 def _shrinking_run_options() -> ort.RunOptions:
     # Every batch has a new shape, and the arena kept the buffers of each: a worker plateaued at
     # ~1.8 GiB RSS. Handing free arena chunks back after each run holds it near 1.1 GiB for a
-    # throughput cost within noise (docs/embedding-model.md).
+    # throughput cost within noise (docs/operations/embedding-model.md).
     options = ort.RunOptions()
     options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return options

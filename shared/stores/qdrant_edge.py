@@ -1,7 +1,7 @@
 """Qdrant Edge, the embedded backup engine: Qdrant's own engine in this process (``qdrant-edge-py``).
 
 The default embedded engine when no server is configured (``ENGRAM_QDRANT_ENGINE=edge``; local
-mode with ``local``: see README, "The embedded backup engine", for the figures of both). Edge is the
+mode with ``local``: see docs/bench/embedded-backup-engine.md for the figures of both). Edge is the
 server's engine without the server (payload indexes, a WAL; HNSW only once ``optimize()`` has run,
 which Engram does not call: a tenant's search is an exact scan of that tenant's points, cut to
 them by the tenant's payload index), where qdrant-client's local mode is an exact scan of every

@@ -6,7 +6,7 @@ before it runs and again in the row, so a failing run can be replayed. Faults co
 another, each undone before the next: SIGKILLed workers (main and pool children), Redis restarted
 (``shutdown``, or kill -9), Neo4j stopped for 30-90 s, Qdrant's collection folder made unwritable,
 and a power cut: every process of the stack SIGKILLed at once (workers, Redis, Neo4j), then started
-again in the order the README starts them (Redis, Neo4j, workers). Durations scale down with
+again in the order ops/ starts them (Redis, Neo4j, workers). Durations scale down with
 ``--minutes`` under 10, so a short run still has every kind of fault. A power cut loses the
 workers' unacknowledged tasks until the visibility timeout passes, so it is drawn in the first
 half of the window: the run's end is then not a wait on it.

@@ -2,44 +2,18 @@
 
 The stack (Redis, Neo4j, workers) is separate from the one the integration tests use, because
 these scenarios stop, kill and restart it; ops/test gives it ports of its own through
-ENGRAM_FAULTS_PORTS. It is torn down when the module ends, passed or failed.
+ENGRAM_FAULTS_PORTS. It is torn down when the module ends, passed or failed (tests/faults/conftest.py,
+shared with test_restore_faults.py).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from tests.faults.scenarios import QUICK, SCENARIOS
-from tests.faults.stack import FaultStack
-from tests.faults.trial import Context, Options
+from tests.faults.trial import Context
 
 pytestmark = pytest.mark.faults
-
-# The soak runs 1.5 minutes on a fixed seed: a failure replays with ops/faults --soak --seed 1 --quick.
-QUICK_OPTIONS = Options(docs=60, quick=True, repair_timeout_s=90, neo4j_outage_s=30, seed=1)
-
-
-@pytest.fixture(scope="module")
-def context() -> Iterator[Context]:
-    data_dir = os.environ.get("ENGRAM_DATA_DIR", "")
-    if "engram-test" not in data_dir or "ENGRAM_FAULTS_PORTS" not in os.environ:
-        pytest.exit(
-            "the fault suite runs through ./ops/test or ops/faults, which give it ports of its own", 2
-        )
-    stack = FaultStack.from_env(Path(data_dir) / "faults")
-    try:
-        stack.open()
-        context = Context(stack, QUICK_OPTIONS)
-        try:
-            yield context
-        finally:
-            context.close()
-    finally:
-        stack.close()
 
 
 @pytest.mark.parametrize("name", QUICK)

@@ -11,11 +11,9 @@ full one. The figures are printed at the end of the run.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import redis
@@ -23,17 +21,17 @@ import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from pydantic import TypeAdapter, ValidationError
-from schemathesis.core.failures import AcceptedNegativeData, Failure, FailureGroup
+from schemathesis.core.failures import Failure, FailureGroup
 
-from shared.models import IDENTIFIER_FORMAT, READABLE_TEXT_FORMAT, Identifier
+from shared.models import IDENTIFIER_FORMAT, READABLE_TEXT_FORMAT
 from tests.integration.fuzz import EXAMPLES, TALLY
+from tests.integration.fuzz_judge import not_a_violation_as_sent
 from tests.integration.support import APP_URL, KeyMaker, forget_failed_tries
 from tests.strategies import identifiers, readable_texts, rfc3339_moments
 
 pytestmark = pytest.mark.integration
 
-# What the formats of the OpenAPI document mean (shared/models.py), as the README states them.
+# What the formats of the OpenAPI document mean (shared/models.py), as docs/reference/http-api.md states them.
 schemathesis.openapi.format(IDENTIFIER_FORMAT, identifiers())
 schemathesis.openapi.format(READABLE_TEXT_FORMAT, readable_texts())
 # JSON Schema cannot bound a date-time: the document says the range in words, the fuzzer keeps to it.
@@ -98,62 +96,6 @@ def _name_tenant(case: Any, tenant: str, always: bool) -> None:
             document["user_id"] = tenant
 
 
-# What a "schema-violating request accepted" holds when the violation never reached the app as
-# one: a query string has no types (tag=false is the tag "false"; a one-item array is one value),
-# the Authorization header sent is the caller's, not the drawn one, an unknown query parameter is
-# ignored, and a drawn "format" violation of a format the app defines itself (identifier,
-# readable-text, date-time) is judged by the app's own validator, whose rules the property tests
-# check against the README.
-_ON_THE_WIRE_VALID = (
-    "was null, became",
-    "violates `format`",
-    "/properties/Authorization",
-    "query: violates `additionalProperties`",
-    "violates `required` at /anyOf/",
-)
-
-
-def _not_a_violation_as_sent(case: Any, response: Any, failure: Failure) -> bool:
-    if not isinstance(failure, AcceptedNegativeData):
-        return False
-    parts = [line.strip() for line in failure.message.splitlines() if line.strip().startswith("- ")]
-    if parts and all(any(mark in part for mark in _ON_THE_WIRE_VALID) for part in parts):
-        return True
-    # A query parameter drawn as a boolean, a number, null or a list of them, or as text the
-    # generator took for a violation (user_id=ô is a valid tenant): on the wire it is text like
-    # any other. Judged by what was sent: each value a valid identifier (memory_type=false is the
-    # memory type "false"; a single-valued parameter sent twice is refused by the app), and only
-    # query parameters named as the violation. One drawn as an empty array is not sent at all
-    # (memory_type=true&project_id=[] sends memory_type alone): absent, as an optional one may be.
-    # "parameter `tag` in query", or several at once: "parameters `tag`, `session_id` in query"
-    listed = re.search(r"parameters? ((?:`[^`]+`(?:, )?)+) in query", failure.message)
-    names = re.findall(r"`([^`]+)`", listed.group(1)) if listed else []
-    if parts and not all(any(_about(part, name) for name in names) for part in parts):
-        return False
-    sent = parse_qs(urlsplit(str(response.request.url)).query, keep_blank_values=True)
-    return bool(names) and all(
-        all(map(_identifier, sent[name])) if sent.get(name) else not _required(case, name) for name in names
-    )
-
-
-def _required(case: Any, name: str) -> bool:
-    """Whether the operation requires the query parameter ``name``."""
-    return any(parameter.name == name and parameter.is_required for parameter in case.operation.query)
-
-
-def _about(part: str, name: str) -> bool:
-    """Whether a line of a failure speaks of the parameter ``name``."""
-    return f"`{name}`" in part or re.search(rf"/properties/{re.escape(name)}(/|\s|$)", part) is not None
-
-
-def _identifier(value: str) -> bool:
-    try:
-        TypeAdapter(Identifier).validate_python(value)
-    except ValidationError:
-        return False
-    return True
-
-
 def _record(response: Any, failures: list[Failure]) -> None:
     TALLY.requests += 1
     TALLY.statuses[response.status_code] += 1
@@ -198,7 +140,7 @@ def test_every_generated_request_is_answered_as_documented(
         case.validate_response(response, headers=credentials.headers[who], transport_kwargs=sent)
     except (FailureGroup, Failure) as found:
         failures = list(found.exceptions) if isinstance(found, FailureGroup) else [found]
-        artifacts = [failure for failure in failures if _not_a_violation_as_sent(case, response, failure)]
+        artifacts = [failure for failure in failures if not_a_violation_as_sent(case, response, failure)]
         for failure in artifacts:
             TALLY.not_violations.append(f"{case.method} {case.path}: {failure.message.strip()[:300]}")
         _record(response, [failure for failure in failures if failure not in artifacts])

@@ -307,7 +307,7 @@ def test_query_parameters_named_together_as_a_violation_are_judged_as_sent() -> 
 
     from schemathesis.core.failures import AcceptedNegativeData
 
-    from tests.integration.test_fuzz_api import _not_a_violation_as_sent
+    from tests.integration.fuzz_judge import not_a_violation_as_sent
 
     message = (
         "Invalid data should have been rejected\nExpected: 400, 422\n"
@@ -323,9 +323,9 @@ def test_query_parameters_named_together_as_a_violation_are_judged_as_sent() -> 
     def sent(query: str) -> SimpleNamespace:
         return SimpleNamespace(request=SimpleNamespace(url=f"http://localhost/api/memories?{query}"))
 
-    assert _not_a_violation_as_sent(case, sent("session_id=s1&tag=false"), failure)
+    assert not_a_violation_as_sent(case, sent("session_id=s1&tag=false"), failure)
     # and one sent as no valid identifier is still a violation
-    assert not _not_a_violation_as_sent(case, sent("session_id=%20s1&tag=false"), failure)
+    assert not not_a_violation_as_sent(case, sent("session_id=%20s1&tag=false"), failure)
 
 
 def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_absent() -> None:
@@ -340,7 +340,7 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
     from schemathesis.core.failures import AcceptedNegativeData
 
     from producers.http.app import app
-    from tests.integration.test_fuzz_api import _not_a_violation_as_sent
+    from tests.integration.fuzz_judge import not_a_violation_as_sent
 
     message = (
         "Invalid data should have been rejected\nExpected: 400, 422\n"
@@ -357,7 +357,7 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
         case = operation.Case(query=query)
         sent = case.as_transport_kwargs(base_url=APP_URL)
         request = httpx.Request(sent["method"], sent["url"], params=sent["params"])
-        return _not_a_violation_as_sent(case, SimpleNamespace(request=request), failure)
+        return not_a_violation_as_sent(case, SimpleNamespace(request=request), failure)
 
     assert judged({"memory_type": True, "project_id": []})
     assert judged({"memory_type": [True]})  # project_id not drawn at all: absent as well
@@ -370,7 +370,7 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
         query={"memory_type": True, "project_id": []},
     )
     wire = SimpleNamespace(request=SimpleNamespace(url=f"{APP_URL}/api/memories?memory_type=true"))
-    assert not _not_a_violation_as_sent(required, wire, failure)
+    assert not not_a_violation_as_sent(required, wire, failure)
 
 
 PATHOLOGICAL = ("1, " * 2731)[:8192], ("1 may " * 1400)[:8192]

@@ -23,6 +23,8 @@ from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j.graph import GraphWriter
 from tests.integration.support import DIMENSION, MODEL, cypher
 
+pytestmark = pytest.mark.integration
+
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 

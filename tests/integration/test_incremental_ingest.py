@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,49 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
+from tests.integration.documents import ENGRAM, notes, paragraph
 from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points, wait_until_finished
 
 pytestmark = pytest.mark.integration
-ENGRAM = str(Path(sys.executable).with_name("engram"))
-WORDS = [
-    "garden",
-    "river",
-    "stone",
-    "quiet",
-    "market",
-    "winter",
-    "letter",
-    "morning",
-    "bridge",
-    "window",
-    "paper",
-    "lantern",
-    "harbor",
-    "meadow",
-    "silver",
-    "forest",
-    "kettle",
-    "candle",
-    "ladder",
-    "pocket",
-    "orchard",
-    "valley",
-    "thunder",
-    "velvet",
-]
-
-
-def paragraph(seed: int) -> str:
-    """A paragraph of a few sentences, its words chosen by ``seed`` (two seeds, two paragraphs)."""
-    sentences = []
-    for s in range(4 + seed % 4):
-        words = [WORDS[(seed * 7 + s * 5 + w * 3) % len(WORDS)] for w in range(9 + (seed + s) % 7)]
-        sentences.append(" ".join(words).capitalize() + ".")
-    return f"Note {seed}: " + " ".join(sentences)
-
-
-def notes(paragraphs: int, first: int = 0) -> str:
-    return "\n\n".join(paragraph(first + i) for i in range(paragraphs))
 
 
 def post(api: TestClient, body: Any) -> dict[str, Any]:

@@ -14,45 +14,19 @@ from fastapi.testclient import TestClient
 from producers.client import EngramClient
 from shared.models import DocumentIn
 from shared.settings import Settings
+from tests.integration.documents import FACTS, long_text, post_documents
+from tests.integration.parity import assert_parity, memories
 from tests.integration.support import (
     ANY_VERSION,
     Workers,
     cypher,
     qdrant_reader,
-    tenant_points,
     wait_until_finished,
 )
-from tests.integration.test_pipeline import FACTS, long_text, post_documents
 from workers.app import CHUNK_TASK
 from workers.app import app as celery_app
 
 pytestmark = pytest.mark.integration
-
-
-def memories(driver: neo4j.Driver, user_id: str) -> dict[str, dict[str, Any]]:
-    rows = cypher(
-        driver,
-        "MATCH (m:Memory {user_id: $u}) RETURN m.id AS id, m.version AS version, m.content_hash AS hash, m.vector_sync AS sync",
-        u=user_id,
-    )
-    return {row["id"]: row for row in rows}
-
-
-def points(workers: Workers, settings: Settings, user_id: str) -> dict[str, dict[str, Any]]:
-    with qdrant_reader(workers, settings) as store:
-        found = tenant_points(store, user_id)
-    return {point_id: dict(p.payload) for point_id, p in found.items()}
-
-
-def assert_parity(driver: neo4j.Driver, workers: Workers, settings: Settings, user_id: str) -> dict[str, Any]:
-    """Both stores hold the same memories at the same versions and hashes, all synced."""
-    stored = memories(driver, user_id)
-    held = points(workers, settings, user_id)
-    assert set(held) == set(stored)
-    for memory_id, row in stored.items():
-        assert row["sync"] == "synced"
-        assert (held[memory_id]["version"], held[memory_id]["content_hash"]) == (row["version"], row["hash"])
-    return stored
 
 
 def wait_for_batch(redis_client: redis.Redis, batch_id: str, timeout_s: float = 120) -> None:

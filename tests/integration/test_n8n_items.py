@@ -9,11 +9,14 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from shared.auth import signature
 from tests.integration.support import KeyMaker, wait_until_finished
 from tests.integration.tenants import client_with
+
+pytestmark = pytest.mark.integration
 
 
 def items(*documents: dict[str, Any]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from shared.settings import Settings
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
+from tests.integration.documents import FACTS, long_text, post_documents, tenant_counts
 from tests.integration.support import (
     MODEL,
     Workers,
@@ -18,46 +19,6 @@ from tests.integration.support import (
 )
 
 pytestmark = pytest.mark.integration
-
-FACTS = {
-    "eiffel": "The Eiffel Tower was finished in 1889 for the World's Fair and stands on the Champ de Mars in Paris.",
-    "photosynthesis": "Photosynthesis lets plants turn sunlight, water and carbon dioxide into sugar, releasing oxygen.",
-    "sourdough": "A sourdough starter is a fermented mix of flour and water that keeps wild yeast and lactic bacteria alive.",
-    "borrow": "The Rust borrow checker makes sure no reference outlives the data it points to, at compile time.",
-    "tides": "Tides rise and fall twice a day because the Moon's gravity pulls the oceans toward it.",
-}
-
-
-def long_text(sentences: int = 60) -> str:
-    animals = ["otter", "heron", "lynx", "badger", "marten", "ibis"]
-    places = ["the river delta", "a pine forest", "the salt marsh", "an alpine meadow", "the old quarry"]
-    return " ".join(
-        f"Observation {i}: a {animals[i % len(animals)]} was seen near {places[i % len(places)]} "
-        f"at dawn, feeding for about {i + 3} minutes before it moved on."
-        for i in range(sentences)
-    )
-
-
-def post_documents(api: TestClient, documents: list[dict[str, object]]) -> list[str]:
-    response = api.post("/api/documents", json={"documents": documents})
-    assert response.status_code == 202, response.text
-    body = response.json()
-    assert body["accepted"] == len(documents)
-    return list(body["document_ids"])
-
-
-def tenant_counts(driver: neo4j.Driver, user_id: str) -> dict[str, int]:
-    return cypher(
-        driver,
-        """
-        MATCH (d:Document {user_id: $u})
-        OPTIONAL MATCH (d)-[h:HAS_CHUNK]->(m:Memory)
-        OPTIONAL MATCH (m)-[n:NEXT]->()
-        RETURN count(DISTINCT d) AS documents, count(DISTINCT m) AS memories,
-               count(DISTINCT h) AS has_chunk, count(DISTINCT n) AS next
-        """,
-        u=user_id,
-    )[0]
 
 
 def test_ingest_lands_in_both_stores_with_relations_indexes_and_sync(

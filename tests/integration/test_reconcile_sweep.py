@@ -7,14 +7,17 @@ import math
 from typing import Any
 
 import neo4j
+import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
+from tests.integration.documents import FACTS, long_text, post_documents
+from tests.integration.parity import assert_parity, memories
 from tests.integration.support import ANY_VERSION, Workers, cypher, qdrant_reader, wait_until_finished
-from tests.integration.test_integrity import assert_parity, memories
-from tests.integration.test_pipeline import FACTS, long_text, post_documents
 from workers.app import RECONCILE_TASK
 from workers.app import app as celery_app
+
+pytestmark = pytest.mark.integration
 
 PASSES_A_ROUND = 4
 

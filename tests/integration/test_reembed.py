@@ -21,8 +21,8 @@ from shared.settings import Settings
 from shared.stores.base import MigrationState
 from shared.stores.qdrant_payload import collection_name
 from shared.stores.vectors import connect_vectors
+from tests.integration.documents import FACTS, long_text, post_documents
 from tests.integration.support import DIMENSION, MODEL, WORKERS, Workers, cypher, wait_until_finished
-from tests.integration.test_pipeline import FACTS, long_text, post_documents
 
 pytestmark = pytest.mark.integration
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from producers.cli import main as cli_main
 from producers.client import EngramClient
 from shared.settings import Settings
+from tests.integration.documents import FACTS, long_text, post_documents, tenant_counts
 from tests.integration.support import (
     KeyMaker,
     Workers,
@@ -21,7 +22,6 @@ from tests.integration.support import (
     tenant_points,
     wait_until_finished,
 )
-from tests.integration.test_pipeline import FACTS, long_text, post_documents, tenant_counts
 
 pytestmark = pytest.mark.integration
 

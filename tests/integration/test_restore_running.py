@@ -34,6 +34,8 @@ from tests.faults.stack import FaultStack, wait_for
 from tests.unit.fakes import staged
 from workers.app import make_app
 
+pytestmark = pytest.mark.integration
+
 DOCUMENTS, CHUNKS = 1000, 10  # 10,000 memories
 MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
 TENANT = "restore-running"

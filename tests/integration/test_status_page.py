@@ -24,6 +24,8 @@ from tests.integration.screens import SCREENSHOTS
 from tests.integration.served import serving
 from tests.integration.support import KeyMaker, Workers, wait_until_finished
 
+pytestmark = pytest.mark.integration
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")  # Debian's chromium-driver: Selenium Manager downloads nothing
 NOTES = {

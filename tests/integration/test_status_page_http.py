@@ -22,6 +22,8 @@ from shared.settings import Settings
 from tests.integration import log_secrets
 from tests.integration.support import APP_URL, KeyMaker, wait_until_finished
 
+pytestmark = pytest.mark.integration
+
 ORIGIN = {"Origin": APP_URL}
 HOSTILE_ID = '<script>alert("id")</script>'
 HOSTILE_TEXT = "<img src=x onerror=alert(1)> Caroline met Melanie in Boston to talk about hostile markup."

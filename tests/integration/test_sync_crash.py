@@ -17,8 +17,8 @@ import pytest
 
 from producers.client import EngramClient
 from shared.settings import Settings
+from tests.integration.documents import ENGRAM, notes
 from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points
-from tests.integration.test_incremental_ingest import ENGRAM, notes
 
 pytestmark = pytest.mark.integration
 NO_DRIFT = {"missing_in_qdrant": 0, "stale_in_qdrant": 0, "orphan_points": 0}

@@ -152,3 +152,17 @@ class FakeSearchStore:
                     [c.content for c in chunks[place + 1 : place + 1 + n]],
                 )
         return found
+
+
+# Memories the search suites share: vectors drawn from one seeded generator, as test_searcher.py
+# drew them before test_rerank_agentic.py shared them.
+RNG = np.random.default_rng(7)
+
+
+def stored(memory_id: str, user: str, content: str, **values: Any) -> Stored:
+    return Stored(memory_id, user, content, RNG.normal(size=3), **values)
+
+
+def small_tenant() -> list[Stored]:
+    texts = ["an otter by the river", "river stones", "otter pups play", "a quiet lake", "the river otter"]
+    return [stored(f"s{i}", "small", text, session_id=f"s{i % 2}") for i, text in enumerate(texts)]

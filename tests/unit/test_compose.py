@@ -1,7 +1,7 @@
 """docker-compose.yml publishes the app alone, on loopback, and every store asks for its secret.
 
 Read as YAML (anchors merged), the way compose sees the file before interpolation; the full
-check is `docker compose config` (README, "Running it in production": how to run it without Docker).
+check is `docker compose config` (docs/operations/production.md: how to run it without Docker).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ _UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 
 
 def _in_one_form(text: str) -> bool:
-    """The README's rule, written apart from the validator."""
+    """The documented rule (docs/reference/http-api.md), written apart from the validator."""
     return (
         1 <= len(text) <= 256
         and text == text.strip()
@@ -93,7 +93,7 @@ _ANY_OFFSET = st.integers(min_value=-(24 * 60 - 1), max_value=24 * 60 - 1).map(
 
 
 def _storable(moment: datetime) -> bool:
-    """The README's rule: an offset within +-18:00, within years 1-9999 in UTC (naive is UTC)."""
+    """The documented rule: an offset within +-18:00, within years 1-9999 in UTC (naive is UTC)."""
     offset = moment.utcoffset() or timedelta(0)
     if abs(offset) > timedelta(hours=18):
         return False

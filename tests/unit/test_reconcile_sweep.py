@@ -7,7 +7,7 @@ from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import ReconcileReport
 from shared.services.sweep import CollectionRound, SweepCursor, read_cursor
 from tests.unit.fakes import FakeGraph, staged
-from tests.unit.test_reconcile import GRACE_S, Stores
+from tests.unit.reconcile_fakes import GRACE_S, Stores
 
 NO_DRIFT = {"missing_in_qdrant": 0, "stale_in_qdrant": 0, "orphan_points": 0}
 

@@ -17,8 +17,7 @@ from shared.search.records import Candidate, Hit, Ranked
 from shared.search.rerank import HttpReranker, reranked
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
-from tests.unit.search_fakes import FakeSearchStore, Stored
-from tests.unit.test_searcher import small_tenant, stored
+from tests.unit.search_fakes import FakeSearchStore, Stored, small_tenant, stored
 
 
 def transport(reply: Any, seen: list[httpx.Request], status: int = 200) -> httpx.MockTransport:

@@ -7,24 +7,17 @@ import itertools
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
 import pytest
 
 from shared.models import SearchRequest, SearchResponse
 from shared.search import Searcher
 from shared.settings import Settings
 from tests.unit.fakes import FakeEmbedder
-from tests.unit.search_fakes import FakeSearchStore, Stored
-
-RNG = np.random.default_rng(7)
+from tests.unit.search_fakes import FakeSearchStore, Stored, small_tenant, stored
 
 
 def settings(**values: Any) -> Settings:
     return Settings(_env_file=None, **values)
-
-
-def stored(memory_id: str, user: str, content: str, **values: Any) -> Stored:
-    return Stored(memory_id, user, content, RNG.normal(size=3), **values)
 
 
 def search(store: FakeSearchStore, s: Settings | None = None, **body: Any) -> SearchResponse:
@@ -35,11 +28,6 @@ def search(store: FakeSearchStore, s: Settings | None = None, **body: Any) -> Se
 def scores(response: SearchResponse) -> list[tuple[str, float, float | None]]:
     assert all(r.explanation is not None for r in response.results)
     return [(r.id, r.score, r.explanation.keyword if r.explanation else None) for r in response.results]
-
-
-def small_tenant() -> list[Stored]:
-    texts = ["an otter by the river", "river stones", "otter pups play", "a quiet lake", "the river otter"]
-    return [stored(f"s{i}", "small", text, session_id=f"s{i % 2}") for i, text in enumerate(texts)]
 
 
 def big_tenant(n: int, text: str = "otter river otter river") -> list[Stored]:
