@@ -16,18 +16,20 @@ import logging
 import re
 import sqlite3
 import threading
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import ServiceUnavailable, VectorStoreRejected
+from shared.errors import ConfigurationError, ServiceUnavailable, VectorStoreRejected
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
@@ -38,6 +40,10 @@ KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tag
 STATE_FIELDS = ["version", "content_hash", "embedding_model"]
 HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
 _RETRYABLE_STATUS = {408, 429}
+_KEY_REFUSED_STATUS = {401, 403}
+# The oldest server with what the adapter writes through: a conditional upsert (``update_filter``,
+# the version guard) and collection metadata (the primary's identity, the backed-up keys).
+MIN_SERVER_VERSION = (1, 16)
 IDENTITY_KEY = "engram_store_id"
 # The API keys, as Neo4j holds them (secret hashes, sealed signing secrets), for engram restore.
 KEYS_KEY = "engram_api_keys"
@@ -57,6 +63,10 @@ def _translated_errors(where: str) -> Iterator[None]:
     except UnexpectedResponse as exc:
         message = f"{where}: HTTP {exc.status_code} {exc.reason_phrase}"
         status = exc.status_code or 500
+        if status in _KEY_REFUSED_STATUS:
+            raise ConfigurationError(
+                f"qdrant refused the API key ({message}): set ENGRAM_QDRANT_API_KEY to the server's key"
+            ) from exc
         if 400 <= status < 500 and status not in _RETRYABLE_STATUS:
             raise VectorStoreRejected(f"qdrant refused {message}") from exc
         raise ServiceUnavailable("qdrant", message, HINT) from exc
@@ -66,6 +76,20 @@ def _translated_errors(where: str) -> Iterator[None]:
         raise ServiceUnavailable("qdrant", f"{where}: {exc}", HINT) from exc
     except ValueError as exc:  # the embedded client's check of a point (a vector of the wrong size)
         raise VectorStoreRejected(f"qdrant refused {where}: {exc}") from exc
+
+
+def _check_server_version(version: str) -> None:
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if len(found) < 2 or found[0] != MIN_SERVER_VERSION[0] or found < MIN_SERVER_VERSION:
+        wanted = ".".join(map(str, MIN_SERVER_VERSION))
+        raise ConfigurationError(
+            f"the Qdrant server at ENGRAM_QDRANT_URL is {version}; Engram needs {wanted} or a later 1.x"
+        )
+
+
+def _loopback(url: str | None) -> bool:
+    host = urlsplit(url or "").hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def _version_at_most(version: int) -> qm.Filter:
@@ -135,7 +159,24 @@ class QdrantConnection:
             settings.qdrant_local_path.mkdir(parents=True, exist_ok=True)
             return QdrantClient(path=str(settings.qdrant_local_path))
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantClient(url=settings.qdrant_url, api_key=api_key, timeout=int(settings.qdrant_timeout_s))
+        with warnings.catch_warnings():
+            if _loopback(settings.qdrant_url):
+                # The key never leaves this machine: plain HTTP is how ops/qdrant-server serves it.
+                warnings.filterwarnings("ignore", "Api key is used with an insecure connection")
+            client = QdrantClient(
+                url=settings.qdrant_url,
+                api_key=api_key,
+                timeout=int(settings.qdrant_timeout_s),
+                # The client's own check warns from a thread of its own, past any minor version
+                # apart; ours refuses, at the connection, only a server without what we use.
+                check_compatibility=False,
+            )
+        try:
+            _check_server_version(client.info().version)
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def store(self, model: str, dimension: int) -> QdrantStore:
         name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
