@@ -257,10 +257,16 @@ class QdrantStore:
             yield client
 
     def _create_collection(self, client: QdrantClient) -> None:
-        client.create_collection(
-            self.collection,
-            vectors_config=qm.VectorParams(size=self._dimension, distance=qm.Distance.COSINE),
-        )
+        try:
+            client.create_collection(
+                self.collection,
+                vectors_config=qm.VectorParams(size=self._dimension, distance=qm.Distance.COSINE),
+            )
+        except UnexpectedResponse as exc:
+            # Another process made it between our look and our make (two write workers starting on
+            # one server): it is there, and its indexes are made again below (each call idempotent).
+            if exc.status_code != 409:
+                raise
         if self._connection.embedded:
             return  # payload indexes are no-ops in embedded mode
         client.create_payload_index(
