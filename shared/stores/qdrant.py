@@ -13,16 +13,21 @@ client is called freely.
 from __future__ import annotations
 
 import logging
+import re
 import threading
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
+from qdrant_client.http.exceptions import UnexpectedResponse
 
+from shared.errors import ConfigurationError
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
@@ -37,6 +42,24 @@ from shared.stores.qdrant_payload import (
 )
 
 log = logging.getLogger(__name__)
+
+# The oldest server with what the adapter writes through: a conditional upsert (``update_filter``,
+# the version guard) and collection metadata (the primary's identity, the backed-up keys).
+MIN_SERVER_VERSION = (1, 16)
+
+
+def _check_server_version(version: str) -> None:
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if len(found) < 2 or found[0] != MIN_SERVER_VERSION[0] or found < MIN_SERVER_VERSION:
+        wanted = ".".join(map(str, MIN_SERVER_VERSION))
+        raise ConfigurationError(
+            f"the Qdrant server at ENGRAM_QDRANT_URL is {version}; Engram needs {wanted} or a later 1.x"
+        )
+
+
+def _loopback(url: str | None) -> bool:
+    host = urlsplit(url or "").hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 def _version_at_most(version: int) -> qm.Filter:
@@ -106,7 +129,24 @@ class QdrantConnection:
             settings.qdrant_local_path.mkdir(parents=True, exist_ok=True)
             return QdrantClient(path=str(settings.qdrant_local_path))
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantClient(url=settings.qdrant_url, api_key=api_key, timeout=int(settings.qdrant_timeout_s))
+        with warnings.catch_warnings():
+            if _loopback(settings.qdrant_url):
+                # The key never leaves this machine: plain HTTP is how ops/qdrant-server serves it.
+                warnings.filterwarnings("ignore", "Api key is used with an insecure connection")
+            client = QdrantClient(
+                url=settings.qdrant_url,
+                api_key=api_key,
+                timeout=int(settings.qdrant_timeout_s),
+                # The client's own check warns from a thread of its own, past any minor version
+                # apart; ours refuses, at the connection, only a server without what we use.
+                check_compatibility=False,
+            )
+        try:
+            _check_server_version(client.info().version)
+        except BaseException:
+            client.close()
+            raise
+        return client
 
     def store(self, model: str, dimension: int) -> QdrantStore:
         name = collection_name(self._settings.qdrant_collection_prefix, model, dimension)
@@ -187,10 +227,16 @@ class QdrantStore:
             yield client
 
     def _create_collection(self, client: QdrantClient) -> None:
-        client.create_collection(
-            self.collection,
-            vectors_config=qm.VectorParams(size=self._dimension, distance=qm.Distance.COSINE),
-        )
+        try:
+            client.create_collection(
+                self.collection,
+                vectors_config=qm.VectorParams(size=self._dimension, distance=qm.Distance.COSINE),
+            )
+        except UnexpectedResponse as exc:
+            # Another process made it between our look and our make (two write workers starting on
+            # one server): it is there, and its indexes are made again below (each call idempotent).
+            if exc.status_code != 409:
+                raise
         if self._connection.embedded:
             return  # payload indexes are no-ops in embedded mode
         client.create_payload_index(

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from shared.errors import ServiceUnavailable, VectorStoreRejected
+from shared.errors import ConfigurationError, ServiceUnavailable, VectorStoreRejected
 from shared.models import PointState
 from shared.stores.base import VectorPoint
 
@@ -30,6 +30,7 @@ KEYWORD_FIELDS = ("project_id", "session_id", "memory_type", "document_id", "tag
 STATE_FIELDS = ["version", "content_hash", "embedding_model"]
 HINT = "check ENGRAM_QDRANT_URL, or let one worker own the embedded folder"
 _RETRYABLE_STATUS = {408, 429}
+_KEY_REFUSED_STATUS = {401, 403}
 IDENTITY_KEY = "engram_store_id"
 # The API keys, as Neo4j holds them (secret hashes, sealed signing secrets), for engram restore.
 KEYS_KEY = "engram_api_keys"
@@ -50,6 +51,10 @@ def translated_errors(where: str) -> Iterator[None]:
     except UnexpectedResponse as exc:
         message = f"{where}: HTTP {exc.status_code} {exc.reason_phrase}"
         status = exc.status_code or 500
+        if status in _KEY_REFUSED_STATUS:
+            raise ConfigurationError(
+                f"qdrant refused the API key ({message}): set ENGRAM_QDRANT_API_KEY to the server's key"
+            ) from exc
         if 400 <= status < 500 and status not in _RETRYABLE_STATUS:
             raise VectorStoreRejected(f"qdrant refused {message}") from exc
         raise ServiceUnavailable("qdrant", message, HINT) from exc

@@ -21,6 +21,7 @@ from shared.auth import NewKey
 from shared.redis_client import connect
 from shared.settings import Settings
 from tests.integration import log_secrets
+from tests.integration.qdrant_server import QdrantServer, running_server
 from tests.integration.support import APP_URL, WORKERS, KeyMaker, Workers, forget_failed_tries
 
 
@@ -46,6 +47,13 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def qdrant_server(settings: Settings) -> Iterator[QdrantServer]:
+    """A real Qdrant server (tests/integration/qdrant_server.py), up for the rest of the session."""
+    with running_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

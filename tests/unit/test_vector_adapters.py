@@ -1,183 +1,37 @@
-"""One adapter suite for the embedded vector engines (local mode and Qdrant Edge): versioned
-writes and deletes, the reconciler's scroll, the restore's reads, identity, errors, reopening.
-
-Each test runs on both real engines in a tmp folder; what the stage services rely on (see
-``VectorStore`` in shared/stores/base.py) must hold the same on each.
+"""The vector adapter contract (tests/unit/vector_contract.py) on the embedded engines, local
+mode and Qdrant Edge, each real and in a tmp folder; then what only an embedded folder does: one
+owning process, and a held folder copied whole as `engram backup --qdrant` copies it.
 """
 
 from __future__ import annotations
 
-import math
 import shutil
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from shared.errors import VectorStoreRejected
-from shared.stores.base import VectorPoint
+from tests.unit.vector_contract import DIM, MODEL, Opened, VectorAdapterContract, pid, point
 from tests.unit.vector_engines import ENGINES, Engine, connect
 
-MODEL, DIM = "test-model", 4
 
-
-def pid(n: int) -> str:
-    return str(uuid.UUID(int=n))
-
-
-def point(n: int, version: int, *, user: str = "alice", content: str | None = None) -> VectorPoint:
-    vector = [float(n % 7 + 1), 1.0, float(n % 3), 0.5]
-    payload = {
-        "id": pid(n),
-        "user_id": user,
-        "content": content or f"memory {n} v{version}",
-        "content_hash": f"hash-{n}-{version}",
-        "embedding_model": MODEL,
-        "embedding_dim": DIM,
-    }
-    return VectorPoint(pid(n), vector, version, payload)
-
-
-def unit(vector: Sequence[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-class Opened:
+class Embedded(Opened):
     def __init__(self, engine: Engine, folder: Path) -> None:
         self.engine, self.folder = engine, folder
-        self.connection = connect(engine, folder)
-        self.store = self.connection.store(MODEL, DIM)
-
-    def reopen(self) -> None:
-        self.connection.close()
-        self.connection = connect(self.engine, self.folder)
-        self.store = self.connection.store(MODEL, DIM)
-
-    def versions(self) -> dict[int, int | None]:
-        states = self.store.states([pid(n) for n in range(1, 40)])
-        return {int(uuid.UUID(i).int): s.version for i, s in states.items()}
+        super().__init__(lambda: connect(engine, folder))
 
 
 @pytest.fixture(params=ENGINES)
-def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
-    found = Opened(request.param, tmp_path)
+def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embedded]:
+    found = Embedded(request.param, tmp_path)
     yield found
     found.connection.close()
 
 
-def test_a_point_is_written_with_its_version_and_read_back_whole(opened: Opened) -> None:
-    opened.store.upsert([point(1, 5), point(2, 5)])
-
-    [read] = opened.store.retrieve([pid(1), pid(99)])  # an absent id is left out
-    assert read.id == pid(1) and read.version == 5
-    assert read.payload["content"] == "memory 1 v5" and read.payload["version"] == 5
-    assert unit(read.vector) == pytest.approx(unit(point(1, 5).vector), rel=1e-5)  # cosine: its direction
-    states = opened.store.states([pid(1), pid(2), pid(3)])
-    assert set(states) == {pid(1), pid(2)}
-    assert (states[pid(1)].version, states[pid(1)].content_hash, states[pid(1)].embedding_model) == (
-        5,
-        "hash-1-5",
-        MODEL,
-    )
-
-
-def test_an_older_write_after_a_newer_one_is_a_no_op(opened: Opened) -> None:
-    # Given version 2 of point 1
-    opened.store.upsert([point(1, 2)])
-
-    # When version 1 arrives late, and version 3 of point 2 arrives with version 1 of point 3
-    opened.store.upsert([point(1, 1), point(2, 3), point(3, 1)])
-
-    # Then point 1 keeps version 2; the new points are written
-    assert opened.versions() == {1: 2, 2: 3, 3: 1}
-    assert opened.store.retrieve([pid(1)])[0].payload["content"] == "memory 1 v2"
-
-
-def test_the_same_or_a_newer_version_replaces_the_point(opened: Opened) -> None:
-    opened.store.upsert([point(1, 2)])
-
-    opened.store.upsert([point(1, 2, content="rewritten")])
-    assert opened.store.retrieve([pid(1)])[0].payload["content"] == "rewritten"
-
-    opened.store.upsert([point(1, 7)])
-    assert opened.versions() == {1: 7}
-
-
-def test_a_delete_takes_points_not_newer_than_its_version_only(opened: Opened) -> None:
-    opened.store.upsert([point(1, 2), point(2, 5), point(3, 1)])
-
-    opened.store.delete({pid(1): 2, pid(2): 4, pid(3): 9, pid(4): 1})  # 4 is absent: nothing to do
-
-    assert opened.versions() == {2: 5}
-    assert opened.store.count() == 1
-
-
-def test_scroll_pages_every_point_once_in_id_order(opened: Opened) -> None:
-    opened.store.upsert([point(n, 1) for n in range(1, 24)])
-
-    seen: list[str] = []
-    after: str | None = None
-    pages = 0
-    while True:
-        page, after = opened.store.scroll(after, 5)
-        seen.extend(s.id for s in page)
-        pages += 1
-        if after is None:
-            break
-
-    assert seen == sorted(seen, key=lambda i: uuid.UUID(i).int) == [pid(n) for n in range(1, 24)]
-    assert pages == 5
-    assert opened.store.count() == 23
-
-
-def test_scroll_payloads_reads_the_fields_asked_of_one_tenant(opened: Opened) -> None:
-    opened.store.upsert([point(n, 1, user="alice" if n % 2 else "bob") for n in range(1, 11)])
-
-    rows, after = opened.store.scroll_payloads(None, 100, ["content", "user_id"], user_id="bob")
-
-    assert after is None
-    assert [r[0] for r in rows] == [pid(n) for n in (2, 4, 6, 8, 10)]
-    assert all(set(payload) == {"content", "user_id"} and payload["user_id"] == "bob" for _, payload in rows)
-    everyone, _ = opened.store.scroll_payloads(None, 100, ["user_id"])
-    assert len(everyone) == 10
-
-
-def test_the_primarys_identity_is_stamped_and_kept_across_a_reopen(opened: Opened) -> None:
-    opened.store.upsert([point(1, 1)])
-    assert opened.store.identity() is None
-
-    opened.store.stamp("store-a")
-    opened.store.stamp("store-b")
-    opened.reopen()
-
-    assert opened.store.identity() == "store-b"
-    assert opened.versions() == {1: 1}
-
-
-def test_models_dimensions_and_drop_see_each_models_collection(opened: Opened) -> None:
-    opened.store.upsert([point(1, 1)])
-    other = opened.connection.store("other-model", 2)
-    other.upsert([VectorPoint(pid(5), [1.0, 0.0], 1, {"embedding_model": "other-model", "embedding_dim": 2})])
-
-    assert opened.connection.models() == [("other-model", 2), (MODEL, DIM)]
-    assert opened.connection.dimensions_of(MODEL) == [DIM]
-
-    assert opened.connection.drop("other-model", 2) is True
-    assert opened.connection.drop("other-model", 2) is False
-    assert opened.connection.models() == [(MODEL, DIM)]
-
-
-def test_a_vector_of_another_size_is_refused_as_permanent(opened: Opened) -> None:
-    bad = VectorPoint(pid(1), [1.0, 0.0], 1, {"user_id": "alice"})
-
-    with pytest.raises(VectorStoreRejected):
-        opened.store.upsert([bad])
-    opened.store.upsert([point(2, 1)])  # the store still takes good points
-    assert opened.store.count() == 1
+class TestEmbedded(VectorAdapterContract):
+    """The contract on local mode and on Qdrant Edge."""
 
 
 SECOND = """
@@ -194,7 +48,7 @@ else:
 """
 
 
-def test_a_second_process_is_refused_the_folder_with_a_clear_error(opened: Opened) -> None:
+def test_a_second_process_is_refused_the_folder_with_a_clear_error(opened: Embedded) -> None:
     # Given this process holds the folder
     opened.store.upsert([point(1, 1)])
 
@@ -217,7 +71,7 @@ def test_a_second_process_is_refused_the_folder_with_a_clear_error(opened: Opene
 
 
 def test_a_held_folder_copied_whole_opens_with_every_point(
-    opened: Opened, tmp_path_factory: pytest.TempPathFactory
+    opened: Embedded, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     # Given points written, and the folder held (its lock taken, everything on disk) as
     # `engram backup --qdrant` holds it
