@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache, partial
 
 import anyio.to_thread
@@ -59,6 +59,18 @@ def host_of(header: str) -> str | None:
     if match is None or (match.group(2) is not None and int(match.group(2)) > 65535):
         return None
     return match.group(1)
+
+
+def headers_of(scope: Scope) -> dict[str, str]:
+    """A request's headers by lower-case name (of a repeated one, the last)."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def repeated_in(scope: Scope, once: Iterable[str]) -> list[str]:
+    """Those of the headers ``once`` that the request carries more than once: a proxy may read the
+    first and the app the last."""
+    named = Counter(k.decode("latin-1").lower() for k, _ in scope["headers"])
+    return sorted(name for name in once if named[name] > 1)
 
 
 def host_allowed(header: str, allowed: list[str]) -> bool:
@@ -116,10 +128,9 @@ class AuthGuard:
             await self.app(scope, receive, send)
             return
         settings = self.settings()
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        named = Counter(k.decode("latin-1").lower() for k, _ in scope["headers"])
-        repeated = sorted(name for name in ONE_EACH if named[name] > 1)
-        if repeated or named["host"] > 1:
+        headers = headers_of(scope)
+        repeated = repeated_in(scope, ONE_EACH)
+        if repeated or repeated_in(scope, ("host",)):
             # Two of them: a proxy may read the first and the app the last (alice, then bob).
             twice = ", ".join(repeated) or "host"
             await answer(send, 400, f"a header that must appear once appears twice: {twice}")

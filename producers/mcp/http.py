@@ -27,7 +27,6 @@ refuses arguments it does not take (``producers.mcp.server``).
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -39,7 +38,16 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from producers.client import EngramClient
-from producers.http.auth import CALLER, CHALLENGE, Ambiguous, api_key_of, caller_of, host_allowed
+from producers.http.auth import (
+    CALLER,
+    CHALLENGE,
+    Ambiguous,
+    api_key_of,
+    caller_of,
+    headers_of,
+    host_allowed,
+    repeated_in,
+)
 from producers.http.searches import Searches
 from producers.http.slow_clients import BodyDeadline
 from producers.http.wire import BodyGuard, answer
@@ -79,12 +87,11 @@ class KeyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        named = Counter(k.decode("latin-1").lower() for k, _ in scope["headers"])
-        repeated = sorted(name for name in ONE_EACH if named[name] > 1)
+        repeated = repeated_in(scope, ONE_EACH)
         if repeated:
             await answer(send, 400, f"a header that must appear once appears twice: {', '.join(repeated)}")
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = headers_of(scope)
         if not host_allowed(headers.get("host", ""), self.settings.allowed_hosts):
             await answer(send, 400, "the Host header names a host this server does not serve")
             return
