@@ -1,6 +1,6 @@
 """The test suite's own layout holds: what suites share lives in helper modules (a test module
 imported by another runs its tests' imports twice and hides what is shared), and every module of
-tests/integration says it needs the real services (the ``integration`` marker)."""
+tests/integration and tests/scaleout says it needs the real services (the ``integration`` marker)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_no_test_module_imports_another() -> None:
 def test_every_integration_module_is_marked_integration() -> None:
     unmarked = [
         path.name
-        for path in sorted((TESTS / "integration").glob("test_*.py"))
+        for folder in ("integration", "scaleout")
+        for path in sorted((TESTS / folder).glob("test_*.py"))
         if "integration" not in marks(path)
     ]
 

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from shared.errors import ConfigurationError, ServiceUnavailable
 from shared.settings import Settings
 from shared.stores.vectors import connect_vectors
-from tests.integration.qdrant_server import QdrantServer
+from tests.scaleout.qdrant_server import QdrantServer
 from tests.unit.vector_contract import DIM, MODEL, Opened, VectorAdapterContract, point
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from shared.settings import Settings
 from shared.stores.base import VectorConnection, VectorPoint
 from shared.stores.vectors import connect_vectors
-from tests.integration.qdrant_server import QdrantServer
+from tests.scaleout.qdrant_server import QdrantServer
 
 pytestmark = pytest.mark.integration
 
