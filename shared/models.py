@@ -364,13 +364,11 @@ class SearchQuery(BaseModel):
         "with (engram eval): bm25 or vector alone, plain rrf, weighted_rrf, blend (engram without "
         "feedback).",
     )
-    neighbours: int = Field(
+    neighbours: Annotated[int, BeforeValidator(a_json_number)] = Field(
         0, ge=0, le=5, description="Chunks before and after each result (along NEXT) to return with it."
     )
-    token_budget: int | None = Field(
+    token_budget: Annotated[int, Field(ge=1, le=100_000), BeforeValidator(a_json_number)] | None = Field(
         None,
-        ge=1,
-        le=100_000,
         description="Results are cut to fit this many tokens, and returned as one `context` text too.",
     )
     now: Moment | None = Field(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, get_args
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.ids import default_document_id
 from shared.models import DocumentIn, SearchFilters, SearchRequest
@@ -186,6 +186,44 @@ def test_search_request_refuses_unknown_top_level_fields() -> None:
         SearchRequest.model_validate({"query": "cats", "user_id": "alice", "limit": 3})
 
     assert _error_fields(exc) == {"limit"}
+
+
+def _number_fields(model: type[BaseModel]) -> list[str]:
+    """The fields of ``model`` that hold a number (int or float, optional or not)."""
+    found = []
+    for name, field in model.model_fields.items():
+        kinds = {field.annotation, *get_args(field.annotation)}
+        kinds |= {arg for kind in kinds for arg in get_args(kind)}
+        if kinds & {int, float} and bool not in kinds:
+            found.append(name)
+    return found
+
+
+NUMBER_FIELDS = [(model, name) for model in (DocumentIn, SearchRequest) for name in _number_fields(model)]
+
+
+def test_the_number_fields_are_found() -> None:
+    assert {name for _, name in NUMBER_FIELDS} >= {
+        "importance",
+        "position",
+        "top_k",
+        "neighbours",
+        "token_budget",
+    }
+
+
+@pytest.mark.parametrize("value", ["5", "1", True, False])
+@pytest.mark.parametrize(("model", "field"), NUMBER_FIELDS, ids=lambda v: getattr(v, "__name__", v))
+def test_every_number_field_refuses_text_and_booleans(
+    model: type[BaseModel], field: str, value: object
+) -> None:
+    """A number is a JSON number, as the OpenAPI document says: "5" and true are not read as 5 and 1
+    (the full API fuzz run found token_budget taking them)."""
+    required = {"query": "cats"} if model is SearchRequest else {"text": "Some text."}
+    with pytest.raises(ValidationError) as exc:
+        model.model_validate({"user_id": "alice", **required, field: value})
+
+    assert _error_fields(exc) == {field}
 
 
 @pytest.mark.parametrize(("field", "value"), [("top_k", 0), ("threshold", 1.5), ("threshold", -1.5)])
