@@ -44,3 +44,37 @@ def test_ci_runs_ops_test_whole_and_ops_test_runs_the_check_and_keeps_its_exit_c
     assert "./ops/test" in ci  # no arguments: the whole suite, so the check
     assert "./ops/n8n-check || check_rc=$?" in OPS_TEST
     assert re.search(r"rc=\$check_rc", OPS_TEST) and OPS_TEST.rstrip().endswith('exit "$rc"')
+
+
+def scaleout_choice(binary: Path, *args: str) -> tuple[str, str]:
+    """(pytest's arguments, whether the last lines say tests/scaleout did not run) for
+    ``./ops/test ARGS`` with the Qdrant server binary at ``binary``, by ops/test's own lines."""
+    block = re.search(r"^n8n_check=0.*?^scaleout_skipped=0$.*?^fi$", OPS_TEST, re.S | re.M)
+    assert block is not None, "ops/test no longer decides about tests/scaleout after what to run"
+    script = f"QDRANT_BIN={binary}\n" + block.group(0) + '\necho "$*|$scaleout_skipped"'
+    out = subprocess.run(
+        ["bash", "-c", script, "ops/test", *args], capture_output=True, text=True, check=True
+    )
+    pytest_args, skipped = out.stdout.strip().split("|")
+    return pytest_args, skipped
+
+
+@pytest.mark.parametrize(
+    ("built", "args", "expected"),
+    [
+        (True, (), ("", "0")),  # the server is built: the whole suite, tests/scaleout included
+        (False, (), ("--ignore=tests/scaleout", "1")),  # not built: left out, and said
+        (False, ("tests/unit",), ("tests/unit", "0")),  # tests picked by hand: as asked
+        (False, ("--n8n-check",), ("", "0")),  # no pytest at all
+    ],
+)
+def test_ops_test_leaves_scaleout_out_only_where_the_server_is_not_built_and_says_so(
+    tmp_path: Path, built: bool, args: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    binary = tmp_path / "qdrant"
+    if built:
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+
+    assert scaleout_choice(binary, *args) == expected
+    assert "tests/scaleout did NOT run" in OPS_TEST and "./ops/qdrant-server build" in OPS_TEST
