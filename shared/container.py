@@ -113,7 +113,7 @@ class Container:
         return Neo4jKeyStore(self.graph, self.secret_box)
 
     def back_up_vectors(self, folder: Path, stamp: str) -> str:
-        """Qdrant's own backup into ``folder``, said in one line: a snapshot on a server; a copy
+        """Qdrant's own backup into ``folder``, said in one line: a server's snapshot, downloaded; a copy
         of the embedded folder while this call holds its lock (so no process may hold it)."""
         connection = self.vector_connection()
         started = time.monotonic()
@@ -123,11 +123,13 @@ class Container:
                 if stored is None:
                     return "Qdrant: nothing stored yet"
                 store = connection.store(*stored)
-                with connection.using() as client:
-                    snapshot = client.create_snapshot(store.collection, wait=True)
-                name = snapshot.name if snapshot is not None else "?"
+                target = connection.snapshot_into(store.collection, folder)
                 took = time.monotonic() - started
-                return f"Qdrant: snapshot {name} of {store.collection} on the server ({took:.1f} s)"
+                upload = f"POST /collections/{store.collection}/snapshots/upload"
+                return (
+                    f"Qdrant: the server's snapshot of {store.collection} downloaded to {target} "
+                    f"({took:.1f} s); to use it, upload it to a server ({upload})"
+                )
             try:
                 source = connection.hold()  # holds the folder's lock: no writer meanwhile
             except ServiceUnavailable as exc:

@@ -17,7 +17,17 @@ stage does, in the tenant ``scanbench``. Then, per size:
              code has a budget;
   repair     with --repair: up to 10,000 Memories marked failed with their retry due, and the pass
              asked for on demand that re-syncs them timed (engram bench's reconcile phase), with
-             the drain's reads and writes (sync_backlog, sync_rows, upsert, mark_synced).
+             the drain's reads and writes (sync_backlog, sync_rows, upsert, mark_synced);
+  search     with --searches N: N searches of the backup as the fallback asks them (the tenant's
+             top 10 of a random unit vector, ``search`` of the adapter, no embedding): p50 and p95.
+
+A backup holding fewer points than Neo4j has Memories (the same Neo4j, and another backup: a new
+Qdrant server, ENGRAM_QDRANT_URL) is first filled from Neo4j as ``engram restore --to qdrant`` does
+(``Restorer.to_qdrant``, timed: the move of issue 27), so one store is measured on both backups:
+
+    PYTHONPATH=. .venv/bin/python ops/bench/reconcile_scan.py --sizes 10000 --repair --searches 200
+    ENGRAM_QDRANT_URL=http://127.0.0.1:6333 ENGRAM_QDRANT_API_KEY=... \
+        PYTHONPATH=. .venv/bin/python ops/bench/reconcile_scan.py --sizes 10000 --repair --searches 200
 
 The code measured is whichever ``shared`` is imported: to measure another commit's on the same
 store, ``git archive <commit> shared | tar -x -C /tmp/before`` and run with PYTHONPATH=/tmp/before.
@@ -43,7 +53,7 @@ import numpy as np
 import shared
 from shared.container import Container
 from shared.ids import content_hash, document_key, memory_id
-from shared.models import ChunkRecord, DocumentIn, StagedDocument, utc_now
+from shared.models import ChunkRecord, DocumentIn, SearchFilters, StagedDocument, utc_now
 from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
 from shared.services.sync import Syncer
@@ -248,6 +258,33 @@ def _repair(container: Container) -> dict[str, Any]:
     return measured
 
 
+def _fill(container: Container) -> dict[str, Any]:
+    """The backup filled from Neo4j (``engram restore --to qdrant``), timed."""
+    started = time.perf_counter()
+    report = container.restorer.to_qdrant(Syncer(container.graph, container.vectors, utc_now), fresh=True)
+    return {
+        "seconds": round(time.perf_counter() - started, 3),
+        "restored": report.restored,
+        "error": report.error,
+    }
+
+
+def _search(container: Container, count: int) -> dict[str, Any]:
+    """``count`` searches of the backup as the fallback asks them; their p50 and p95 in ms."""
+    store = container.vectors(MODEL, DIM)
+    vectors = np.random.default_rng(7).standard_normal((count, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    took: list[float] = []
+    for vector in vectors:
+        started = time.perf_counter()
+        found = store.search([float(x) for x in vector], TENANT, SearchFilters(), 10)
+        took.append((time.perf_counter() - started) * 1000)
+        if len(found) != 10:
+            raise SystemExit(f"a search of the backup found {len(found)} points, not 10")
+    p50, p95 = np.percentile(took, [50, 95])
+    return {"searches": count, "p50_ms": round(float(p50), 2), "p95_ms": round(float(p95), 2)}
+
+
 def _print(size: int, name: str, measured: dict[str, Any]) -> None:
     parts = ", ".join(f"{k} {v:.2f}" for k, v in measured["parts_s"].items() if v >= 0.01)
     extra = f" resynced {measured['resynced']:,}" if measured["resynced"] else ""
@@ -258,6 +295,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000", help="comma-separated store sizes, ascending")
     parser.add_argument("--repair", action="store_true", help="also time the repair of 10,000 failed syncs")
+    parser.add_argument("--searches", type=int, default=0, help="also time this many searches of the backup")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -278,8 +316,11 @@ def main() -> int:
         result: dict[str, Any] = {"memories": max(size, held), "build": built}
         # The worker holds its client open: the embedded folder is read once, not in every pass.
         started = time.perf_counter()
-        container.vectors(MODEL, DIM).count()
+        points = container.vectors(MODEL, DIM).count()
         result["qdrant_open_s"] = round(time.perf_counter() - started, 3)
+        if points < result["memories"]:
+            result["fill"] = _fill(container)
+            print(f"{size:>8,} fill       {result['fill']['seconds']:8.2f} s  {result['fill']}")
         result["full"] = _pass(container, scheduled=False)
         _print(size, "full", result["full"])
         if "scan_budget" in inspect.signature(Reconciler).parameters:
@@ -288,6 +329,9 @@ def main() -> int:
         if args.repair:
             result["repair"] = _repair(container)
             _print(size, "repair", result["repair"])
+        if args.searches:
+            result["search"] = _search(container, args.searches)
+            print(f"{size:>8,} search     {result['search']}")
         figures["sizes"][str(size)] = result
     if args.json:
         with open(args.json, "w") as f:

@@ -74,44 +74,47 @@ def run_restore(args: argparse.Namespace) -> int:
             raise InvalidInput("--from restores Neo4j; it cannot go with --to qdrant")
         return _restore_file(args, tenant)
     client = EngramClient()
-    options = {
-        "to": to,
-        "tenant": tenant,
-        "dry_run": args.dry_run,
-        "fresh": args.fresh,
-        "model": args.model,
-        "dimension": args.dimension,
-    }
-    started = time.monotonic()
-    result = client.start_restore(**options)
-    if args.no_wait:
-        print(json.dumps({"task_id": result.id, "to": to}))
-        return 0
-    bar = _Bar(args.json)
-    last, moved_at = None, time.monotonic()
-    while True:
-        try:
-            answer: dict[str, Any] = result.get(timeout=1.0, propagate=True)
-            break
-        except celery.exceptions.TimeoutError:
-            state = client.restore_state(to)
-            if state and not args.dry_run and state.get("state") == "running":
-                report = state.get("report") or {}
-                done = int(report.get("restored", 0)) + int(report.get("skipped_newer", 0))
-                bar.show(done, state.get("total"))
-            seen = None if state is None else state.get("updated_at")
-            if seen != last:
-                last, moved_at = seen, time.monotonic()
-            elif time.monotonic() - moved_at > STALL_S:
-                bar.close()
-                raise ServiceUnavailable(
-                    "workers",
-                    f"the restore made no progress for {STALL_S:g} s (its worker may have died)",
-                    "run engram restore again: it goes on from its checkpoint",
-                ) from None
-    bar.close()
-    report = RestoreReport.model_validate(answer)
-    _print_report(report, args.json, time.monotonic() - started)
+    try:
+        options = {
+            "to": to,
+            "tenant": tenant,
+            "dry_run": args.dry_run,
+            "fresh": args.fresh,
+            "model": args.model,
+            "dimension": args.dimension,
+        }
+        started = time.monotonic()
+        result = client.start_restore(**options)
+        if args.no_wait:
+            print(json.dumps({"task_id": result.id, "to": to}))
+            return 0
+        bar = _Bar(args.json)
+        last, moved_at = None, time.monotonic()
+        while True:
+            try:
+                answer: dict[str, Any] = result.get(timeout=1.0, propagate=True)
+                break
+            except celery.exceptions.TimeoutError:
+                state = client.restore_state(to)
+                if state and not args.dry_run and state.get("state") == "running":
+                    report = state.get("report") or {}
+                    done = int(report.get("restored", 0)) + int(report.get("skipped_newer", 0))
+                    bar.show(done, state.get("total"))
+                seen = None if state is None else state.get("updated_at")
+                if seen != last:
+                    last, moved_at = seen, time.monotonic()
+                elif time.monotonic() - moved_at > STALL_S:
+                    bar.close()
+                    raise ServiceUnavailable(
+                        "workers",
+                        f"the restore made no progress for {STALL_S:g} s (its worker may have died)",
+                        "run engram restore again: it goes on from its checkpoint",
+                    ) from None
+        bar.close()
+        report = RestoreReport.model_validate(answer)
+        _print_report(report, args.json, time.monotonic() - started)
+    finally:
+        client.close()  # its Redis and Neo4j drivers
     return EXIT_PARTIAL if report.error or report.unreadable_count or report.failed else 0
 
 

@@ -23,15 +23,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from shared.errors import ConfigurationError
+from shared.errors import ConfigurationError, ServiceUnavailable
 from shared.models import PointState, SearchFilters
 from shared.settings import Settings
 from shared.stores.base import VectorPoint
 from shared.stores.qdrant_payload import (
+    HINT,
     IDENTITY_KEY,
     KEYS_KEY,
     KEYWORD_FIELDS,
@@ -191,6 +193,37 @@ class QdrantConnection:
             if store is not None:
                 store.forget_collection()
         return bool(existed)
+
+    def snapshot_into(self, collection: str, folder: Path) -> Path:
+        """A server's snapshot of one collection, downloaded into ``folder`` and then deleted on
+        the server: the backup is the folder's, as Neo4j's export is, not on the disk it guards
+        (nor filling it, one snapshot a backup)."""
+        with self.using() as client, translated_errors("snapshot"):
+            made = client.create_snapshot(collection, wait=True)
+        if made is None:
+            raise ServiceUnavailable("qdrant", f"snapshot of {collection}: the server named none", HINT)
+        target = folder / made.name
+        partial = target.with_name(f"{made.name}.partial")
+        api_key = self._settings.qdrant_api_key
+        headers = {"api-key": api_key.get_secret_value()} if api_key else {}
+        url = f"{str(self._settings.qdrant_url).rstrip('/')}/collections/{collection}/snapshots/{made.name}"
+        try:
+            with (
+                translated_errors("snapshot download"),
+                httpx.stream(
+                    "GET", url, headers=headers, timeout=self._settings.qdrant_timeout_s
+                ) as response,
+            ):
+                response.raise_for_status()
+                with partial.open("wb") as out:
+                    for chunk in response.iter_bytes(1 << 20):
+                        out.write(chunk)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+            with self.using() as client, translated_errors("snapshot delete"):
+                client.delete_snapshot(collection, made.name, wait=True)
+        return target
 
     def close(self) -> None:
         with self._lock:
