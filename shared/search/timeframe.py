@@ -98,24 +98,6 @@ def _words_in(data: Any) -> Iterable[str]:
             yield from _words_in(item)
 
 
-def _bare_short_form(said: str) -> bool:
-    """Whether dateparser found a short form of a month or weekday alone ("we": Wednesday, "sat",
-    "mar the", "may we"): words of a sentence ("what did we do") more often than a time, which
-    needs a date's context ("on wed", "in may", "last sat", "3 mar") to be read as one."""
-    words = _WORD.findall(_normal(said))
-    if not words or any(c.isdigit() for c in said):
-        return False
-    v = _vocabulary()
-    return any(w in v.short_forms for w in words) and all(w in v.short_forms or w in _FILLERS for w in words)
-
-
-_FILLERS = frozenset({"the", "of", "and"})
-_NAMES = """
-    january february march april may june july august september october november december
-    monday tuesday wednesday thursday friday saturday sunday
-    """.split()  # noqa: SIM905
-
-
 @dataclass(frozen=True, slots=True)
 class _Vocabulary:
     naming: frozenset[str]
@@ -124,8 +106,6 @@ class _Vocabulary:
     """Words that only join or count."""
     numbers: frozenset[str]
     """Joining words read as a number ("a", "one"), which punctuation beside them can make a date."""
-    short_forms: frozenset[str] = frozenset()
-    """Months' and weekdays' short forms ("jan", "we", "sat"), and "may": words of a sentence too."""
 
 
 @cache
@@ -149,12 +129,10 @@ def _vocabulary() -> _Vocabulary:
         for key, value in rule.items()
         if key.isalpha() and value.isdigit()
     }
-    short = {form.lower() for name in _NAMES for form in info.get(name, []) if form.lower() != name}
     return _Vocabulary(
         naming=frozenset(known - _JOINING),
         joining=frozenset(known & _JOINING),
         numbers=frozenset(numbers & known),
-        short_forms=frozenset({*short, "may"}),
     )
 
 
@@ -279,9 +257,7 @@ def _read(text: str, now: datetime, deadline: float = float("inf")) -> Timeframe
         log.debug("no time read: %s", exc)
         return None
     _spent(deadline)
-    found = [
-        (said, moment) for said, moment in found if not (_BARE_NUMBER.match(said) or _bare_short_form(said))
-    ]
+    found = [(said, moment) for said, moment in found if not _BARE_NUMBER.match(said)]
     if not found:
         return None
     parser = DateDataParser(languages=["en"], settings=settings)
