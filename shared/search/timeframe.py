@@ -40,6 +40,12 @@ MAX_WORDS = 32
 """And at most its first 32 words (the eval sets' longest question has 22): dateparser's cost
 grows with the date-like words it is given (32 of "1 may 1 may …" took 100 ms, 64 took 180-260 ms,
 where a question takes 5-10 ms)."""
+MAX_TIME_WORDS = 6
+"""And no word past its sixth that may name a time (a digit, a word of dateparser's that names a
+time, a number word): dateparser's cost is a few milliseconds for each date it finds, so words
+dense in dates ("1 may 1 may …", "1, 1, …", "one two …") cost what a question naming one or two
+dates does (6 of "1 may" took 3.5x a question's read on a loaded machine, 32 took 15-20x), where a
+question names its time within its first six such words ("on 3 May 2023": 3)."""
 BUDGET_S = 0.25
 """A read's time, checked between dateparser's steps: past it, the query names no time."""
 
@@ -197,13 +203,30 @@ def read_again(named: Timeframe, text: str, now: datetime) -> Timeframe | None:
 
 def bounded(text: str) -> str:
     """The first ``MAX_WORDS`` words and ``MAX_CHARS`` characters of ``text``, less a word cut in
-    two at the end."""
+    two at the end, up to its ``MAX_TIME_WORDS``-th word that may name a time."""
     text = query_head(text, MAX_WORDS)
-    if len(text) <= MAX_CHARS:
-        return text
-    cut = text[:MAX_CHARS]
-    head, space, _ = cut.rpartition(" ")
-    return head if space else cut
+    if len(text) > MAX_CHARS:
+        cut = text[:MAX_CHARS]
+        head, space, _ = cut.rpartition(" ")
+        text = head if space else cut
+    timely = (word for word in _SPACED.finditer(text) if _may_name_time_alone(word.group()))
+    for count, word in enumerate(timely, start=1):
+        if count == MAX_TIME_WORDS:
+            return text[: word.end()]
+    return text
+
+
+_SPACED = re.compile(r"\S+")
+
+
+def _may_name_time_alone(word: str) -> bool:
+    """Whether a word (as split at spaces) may be a time's: a digit, a word of dateparser's that
+    names a time, or one of its number words ("one", "twelve"; "a" and "an" only join)."""
+    normal = _normal(word)
+    if any(c.isdigit() for c in normal):
+        return True
+    v = _vocabulary()
+    return any(w in v.naming or (w in v.numbers and len(w) > 2) for w in _WORD.findall(normal))
 
 
 @cache

@@ -38,7 +38,7 @@ def engram_serving(args: list[str], port: int, log: Path, probe: str, **env: str
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while True:
             try:
                 httpx.get(base + probe, timeout=5)

@@ -1,6 +1,6 @@
 """One tenant cannot starve another (issue 25): a flood of 8 KB date queries from one tenant leaves
-another tenant's searches answered, each waiting for one flood search at most, and a tenant past its bound of searches in
-flight gets 429 with ``Retry-After`` while the others are served.
+another tenant's searches answered, their p99 within 2x idle's, and a tenant past its bound of
+searches in flight gets 429 with ``Retry-After`` while the others are served.
 
 Through ``engram serve`` in a process of its own and the real query worker (one slot here, two
 in ops: the harder case), as the issue's attacker saw them. The figures (the other tenant's
@@ -10,7 +10,9 @@ Measured on the shared 2-core machine (load 5-8), idle p50/p99 -> flooded p50/p9
 FIFO query queue 111/311 -> 493/1,361 ms (146); with each tenant's fair share
 (``workers.fair_share``) 138/552 -> 269/604 (104), 134/819 -> 336/878 (85), 104/650 -> 251/612
 (108). A flooded search of the other tenant now waits for the one flood search running, never for
-those queued: its p50 is its own time plus half a flood search's (~200 ms).
+those queued: its p50 is its own time plus half a flood search's (~200 ms). With the time reader
+stopping at a query's sixth word that may name a time, a flood search costs what the other tenant's
+does (alone: p50 365 ms against its 628, load 32): 628/2,971 -> 646/1,440 (47).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.integration
 FLOOD_S = 30.0
 FLOODERS = 3
 TENANT_MAX_SEARCHES = 8
+NOISE_MS = 50
 DATES = ("1 may " * 1400)[:8180], ("1, " * 2731)[:8180]  # and " <n>": 8 KB
 
 
@@ -125,17 +128,15 @@ def test_a_flood_of_date_queries_leaves_every_search_answered(flood: dict[str, A
     assert flood["flood_answers"] and flood["flood_other"] == [], flood
 
 
-def test_a_flood_of_date_queries_makes_another_tenant_wait_for_one_flood_search_at_most(
-    flood: dict[str, Any],
-) -> None:
-    # Then the first tenant's searches wait for the one flood search running at most, never for the
-    # flood's queued ones (fair shares, workers/fair_share.py): its p99 within idle's plus one flood
-    # search's (and 50 ms, for a shared machine's noise). In a FIFO queue it waited for all three
-    # loops' (p99 1,361 ms against idle 311 on a loaded machine). Issue 25's bar, 2x idle's p99, is
-    # not met on a quiet machine by a worker of one slot, which cannot leave a search it runs:
-    # idle p99 60 ms, flooded 173 ms (one flood search ~100-130 ms).
-    idle, alone, flooded = flood["idle"], flood["flood_alone"], flood["flooded"]
-    assert flooded["p99_ms"] <= idle["p99_ms"] + alone["p99_ms"] + 50, flood
+def test_a_flood_of_date_queries_leaves_another_tenants_p99_within_twice_idle(flood: dict[str, Any]) -> None:
+    # Then the first tenant's p99 under the flood is within 2x its idle p99 (issue 25's bar): it
+    # waits for the one flood search running at most (fair shares, workers/fair_share.py), and a
+    # flood search costs what its own does (the time reader stops at the sixth word that may name
+    # a time, shared/search/timeframe.py). NOISE_MS: one slice lost to another process on a shared
+    # 2-core machine (Linux's scheduler gives 3-24 ms slices; two at a p99), never a search's cost.
+    # Before: idle p99 60 ms, flooded 173 ms (one flood search alone 153 ms, 2-4x an ordinary one).
+    idle, flooded = flood["idle"], flood["flooded"]
+    assert flooded["p99_ms"] <= 2 * idle["p99_ms"] + NOISE_MS, flood
 
 
 async def _burst(tenants: Tenants, searches: int) -> tuple[list[httpx.Response], httpx.Response]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.search.timeframe import MAX_CHARS, bounded, timeframe
+from shared.search.timeframe import MAX_CHARS, MAX_TIME_WORDS, bounded, timeframe
 
 NOW = datetime(2023, 10, 20, 15, 30, tzinfo=UTC)
 
@@ -58,6 +58,44 @@ def test_an_8kb_pathological_query_is_read_in_the_time_of_a_short_one(query: str
 
     # Then it costs what a bounded slice costs (its first MAX_CHARS characters), not seconds
     assert long_s < max(20 * short_s, 0.5), (long_s, short_s)
+
+
+# Questions as the eval sets ask them (LoCoMo's longest has 22 words), a time early, late or none.
+QUESTIONS = [
+    "What did Caroline do in May 2023?",
+    "Who did Maria have dinner with on May 3, 2023?",
+    "What painting did Melanie show on 13 October, 2023?",
+    "What did Caroline's sister's friend say at the lake house on 3 May 2023?",
+    "Where did John and his two brothers go on a road trip the week before last year's holiday?",
+    "How many times did Joanna go to the gym in the three weeks after she moved on 4 July 2023?",
+    "What did we plan for the days after the 2 June meeting?",
+    "When did Caroline go to the LGBTQ support group?",
+    "what did she say two weeks ago about the trip",
+]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_an_ordinary_question_is_read_whole(question: str) -> None:
+    # Given a question as the eval sets ask it, Then the time reader reads all of it: the bound on
+    # words that may name a time cuts only text dense in dates
+    assert bounded(question) == question
+
+
+@pytest.mark.parametrize(
+    ("query", "read"),
+    [
+        ("1 may " * 1400, "1 may 1 may 1 may"),
+        ("1, " * 2700, "1, 1, 1, 1, 1, 1,"),
+        ("one two " * 1000, "one two one two one two"),
+        # "we" may be Wednesday to dateparser: a word that may name a time, counted
+        ("What did we say on " + "3 May 2023 " * 700, "What did we say on 3 May 2023 3 May"),
+    ],
+    ids=["1 may", "1,", "one two", "a question then dates"],
+)
+def test_words_dense_in_dates_are_read_up_to_their_sixth_that_may_name_a_time(query: str, read: str) -> None:
+    # Given 8 KB whose every word may name a time (each date found costs dateparser milliseconds)
+    # Then the reader reads up to the sixth of them: a few dates, what a question names
+    assert MAX_TIME_WORDS == 6 and bounded(query) == read
 
 
 def test_the_slice_read_ends_at_a_whole_word() -> None:

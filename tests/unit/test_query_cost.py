@@ -127,6 +127,6 @@ def test_a_time_read_again_from_its_words_is_the_time_the_whole_question_names(q
 
 
 def test_the_time_is_read_from_the_first_32_words() -> None:
-    flood = ("1 may " * 1400)[:8180]
+    flood = ("plan " * 1600)[:8180]  # words dense in dates: test_properties_timeframe.py
     assert len(tokens(bounded(flood))) == MAX_WORDS == 32
     assert bounded(ORDINARY) == ORDINARY
