@@ -2,7 +2,7 @@
 producer carry on through them, every accepted document ends done, 0 duplicated, Neo4j and Qdrant
 in parity (issue 27 part 4).
 
-Measured and written to logs/sentinel-failover.json: the seconds until the Sentinels name the
+Measured and written to the test data folder's logs/sentinel-failover.json: the seconds until the Sentinels name the
 replica primary, the seconds until the first document is done after the kill, and what
 asynchronous replication lost: a probe writes numbered keys to the primary as fast as it answers,
 and the keys it acknowledged that the promoted replica never received are counted; for Engram's
@@ -28,7 +28,7 @@ from shared.errors import ServiceUnavailable
 from shared.ids import document_key
 from shared.models import DocumentIn
 from tests.faults.parity import check
-from tests.faults.stack import ROOT, wait_for
+from tests.faults.stack import wait_for
 from tests.faults.trial import Context, Options, Trial
 from tests.scaleout.sentinel_stack import SentinelStack
 
@@ -36,7 +36,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 DOCS = 120
 OPTIONS = Options(docs=DOCS, repair_timeout_s=400, reconcile_timeout_s=240)
-FIGURES = ROOT / "logs" / "sentinel-failover.json"
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +181,9 @@ def test_a_primary_killed_mid_ingest_fails_over_and_every_document_ends_done(con
         redelivered_from_ledger=int(report.get("redelivered", 0)),
         parity=parity.describe(),
     )
-    FIGURES.parent.mkdir(exist_ok=True)
-    FIGURES.write_text(json.dumps(asdict(figures), indent=2) + "\n")
+    figures_file = stack.settings.data_dir.parent / "logs" / "sentinel-failover.json"
+    figures_file.parent.mkdir(exist_ok=True)
+    figures_file.write_text(json.dumps(asdict(figures), indent=2) + "\n")
     print(f"\nsentinel failover: {json.dumps(asdict(figures))}\nnotes: {'; '.join(trial.notes)}")
 
     assert promotion_s is not None, "the Sentinels promoted no replica in 60 s"
