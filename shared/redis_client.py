@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -168,13 +168,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for the broker and the result backend: the URL, and the password apart
     (``broker_password`` for kombu, ``redis_password`` for the result backend). kombu masks it
     in every URL it prints (the worker banner, connection errors). With Sentinels, the URL lists
-    them (``sentinel://h1:p1/db;sentinel://h2:p2/db``) and :func:`transport_options` names the
-    primary."""
+    them (``sentinel://:pw@h1:p1/db;sentinel://:pw@h2:p2/db``) and :func:`transport_options` names
+    the primary. There the password is in each URL, never in a setting: when the primary is lost,
+    kombu moves to the next URL of the list and reads its credentials from it alone (kombu 5.7,
+    ``Connection.switch``), so a password given apart is dropped and the promoted replica refuses
+    every worker (the Sentinel fault row found it). kombu masks it wherever it prints a URL."""
     secret = password(settings)
     url = settings.redis_url
     if settings.redis_sentinel_nodes:
         db = _database(settings)
-        url = ";".join(f"sentinel://{host}:{port}/{db}" for host, port in settings.redis_sentinel_nodes)
+        auth = f":{quote(secret, safe='')}@" if secret else ""
+        url = ";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in settings.redis_sentinel_nodes)
     return {"broker_url": url, "result_backend": url, "broker_password": secret, "redis_password": secret}
 
 

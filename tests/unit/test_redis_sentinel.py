@@ -121,7 +121,10 @@ def test_celery_lists_the_sentinels_and_names_the_primary(tmp_path: Path) -> Non
 
     config = redis_client.celery_config(settings)
 
-    expected = "sentinel://10.0.0.1:26379/3;sentinel://10.0.0.2:26380/3;sentinel://sentinel-3:26381/3"
+    expected = (
+        "sentinel://:node-secret@10.0.0.1:26379/3;sentinel://:node-secret@10.0.0.2:26380/3;"
+        "sentinel://:node-secret@sentinel-3:26381/3"
+    )
     assert config["broker_url"] == config["result_backend"] == expected
     assert config["broker_password"] == config["redis_password"] == "node-secret"
     assert redis_client.transport_options(settings) == {
@@ -153,4 +156,23 @@ def test_kombu_takes_the_sentinel_transport_with_every_sentinel(tmp_path: Path) 
     ) as connection:
         assert connection.transport_cls == "sentinel"
         assert len(connection.alt) == 3
+        assert "node-secret" not in connection.as_uri()
+
+
+def test_kombu_keeps_the_password_when_it_moves_to_the_next_sentinel(tmp_path: Path) -> None:
+    """A lost primary makes kombu switch to the next URL of the list, whose credentials replace the
+    connection's: the promoted replica must still be asked with the password."""
+    settings = _settings(tmp_path)
+    config = redis_client.celery_config(settings)
+
+    with Connection(
+        config["broker_url"],
+        password=config["broker_password"],
+        transport_options=redis_client.transport_options(settings),
+    ) as connection:
+        connection.maybe_switch_next()
+        connection.maybe_switch_next()
+
+        assert connection.password == "node-secret"
+        assert connection.transport_cls == "sentinel"
         assert "node-secret" not in connection.as_uri()
