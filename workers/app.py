@@ -89,6 +89,7 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
     producers/http/results.py). Workers always store results."""
     settings = settings or get_settings()
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
+    sentinels = redis_client.transport_options(settings)
     app = Celery("engram", include=TASK_MODULES)
     # Broker and result backend: the URL, and the password beside it (never in a URL).
     connections = redis_client.celery_config(settings)
@@ -108,8 +109,9 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
         worker_prefetch_multiplier=1,
         # Redis re-delivers unacknowledged messages after this; it must outlast the longest task.
         # And searches are taken by their priority, a tenant's fair share (workers/fair_share.py).
-        broker_transport_options={**visibility, **fair_share.broker_options()},
-        result_backend_transport_options=visibility,
+        # With Sentinels, both name the primary to ask them for (shared/redis_client.py).
+        broker_transport_options={**visibility, **fair_share.broker_options(), **sentinels},
+        result_backend_transport_options={**visibility, **sentinels},
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,
         worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,

@@ -35,7 +35,6 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import celery.exceptions
-import redis.asyncio as aioredis
 from celery import Celery
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -45,7 +44,7 @@ from producers.http.results import ResultWaiter
 from producers.http.tenant_slots import TenantSlots
 from shared.errors import Overloaded, SearchTimeout, ServiceUnavailable
 from shared.models import SearchRequest, SearchResponse
-from shared.redis_client import client_url_and_kwargs
+from shared.redis_client import connect_async
 from shared.settings import Settings
 from workers import fair_share
 from workers.app import SEARCH_SHOWN, SEARCH_TASK, make_app
@@ -79,22 +78,16 @@ class Searches:
         """With clients of their own; neither connects before the first search."""
         # A few connections, waited for (the caller's deadline bounds the wait); one quick retry
         # for a pooled connection gone stale, no more: Redis down is a 503 at once.
-        url, credentials = client_url_and_kwargs(settings)
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            **credentials,
+        commands = connect_async(
+            settings,
             max_connections=REDIS_CONNECTIONS,
-            timeout=None,
             socket_connect_timeout=2,
             socket_timeout=5,
             retry=Retry(NoBackoff(), 1),
         )
         # The subscribed connection has no read timeout (it waits for messages as long as there
         # are watches) and no retries (a silent reconnection could lose messages).
-        subscriptions = aioredis.Redis.from_url(
-            url, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0), **credentials
-        )
-        commands = aioredis.Redis(connection_pool=pool)
+        subscriptions = connect_async(settings, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0))
         waiter = ResultWaiter(commands, subscriptions, default_app.backend)
         # Results are awaited here, not by Celery: the sender has no result backend, so sending
         # does not subscribe Celery's own (blocking) result consumer to each task. The decoding

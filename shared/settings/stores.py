@@ -42,6 +42,15 @@ class StoreSettings(BaseModel):
     redis_password: SecretStr | None = Field(
         None, description="Redis password; when unset, read from data_dir/secrets/redis.password if there."
     )
+    redis_sentinels: str | None = Field(
+        None,
+        description="Redis Sentinels, host:port,host:port: when set, every client asks them for the "
+        "primary and follows a failover (ENGRAM_REDIS_URL then gives only the database and user).",
+    )
+    redis_sentinel_master: str = Field("engram", description="The name the Sentinels watch the primary by.")
+    redis_sentinel_password: SecretStr | None = Field(
+        None, description="The Sentinels' own password (their requirepass); unset: they ask for none."
+    )
     signing_key: SecretStr | None = Field(
         None,
         description="Seals webhook signing secrets in Neo4j; unset: data_dir/secrets/signing.key, made once.",
@@ -82,7 +91,9 @@ class StoreSettings(BaseModel):
     )
     qdrant_timeout_s: float = Field(10.0, gt=0, description="Qdrant server request timeout.")
 
-    @field_validator("redis_password", "signing_key", "qdrant_api_key", mode="before")
+    @field_validator(
+        "redis_password", "redis_sentinel_password", "signing_key", "qdrant_api_key", mode="before"
+    )
     @classmethod
     def _empty_store_secret_is_unset(cls, value: object) -> object:
         return empty_secret_is_unset(value)
@@ -102,6 +113,18 @@ class StoreSettings(BaseModel):
                 "(URLs are printed in logs and errors; the password must not be)"
             )
         return value
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinels_are_hosts_and_ports(cls, value: str | None) -> str | None:
+        nodes = [node.strip() for node in (value or "").split(",") if node.strip()]
+        for node in nodes:
+            host, _, port = node.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigurationError(
+                    f"ENGRAM_REDIS_SENTINELS: {node!r} is not host:port (give host:port,host:port)"
+                )
+        return ",".join(nodes) or None
 
     @model_validator(mode="after")
     def _redis_password_from_the_data_folder(self) -> StoreSettings:
@@ -131,6 +154,12 @@ class StoreSettings(BaseModel):
     @property
     def qdrant_edge_local_path(self) -> Path:
         return self.qdrant_edge_path or self.data_dir / "qdrant-edge"
+
+    @property
+    def redis_sentinel_nodes(self) -> list[tuple[str, int]]:
+        """The Sentinels as (host, port); empty when Redis is reached directly at its URL."""
+        nodes = [node.rpartition(":") for node in (self.redis_sentinels or "").split(",") if node]
+        return [(host.strip("[]"), int(port)) for host, _, port in nodes]
 
     @property
     def redis_password_file(self) -> Path:
