@@ -6,6 +6,11 @@
     .venv/bin/python ops/supervise.py leftovers --programs  # only workers, beat, app: any is an orphan
     .venv/bin/python ops/supervise.py wipe-metrics  # before a fresh start (shared/metrics.py)
 
+A worker host (ops/worker-host) gives ``config`` and ``wait`` ``--host NAME`` and, to take only
+some queues, ``--queues ingest,embed``: its supervisor runs workers alone, named ``queue@NAME``
+(beat, the app and Flower run once, on the main host), and needs a Qdrant server
+(ENGRAM_QDRANT_URL): an embedded folder opens in one process of one machine only.
+
 supervisord runs the programs directly (no shell in between), restarts one that dies, and stops
 each with its process group. Its socket, pid file and logs are in the data dir, so the demo
 (.engram) and the tests (.engram-test) each have their own and never meet.
@@ -42,22 +47,51 @@ class Worker:
     queues: tuple[str, ...]
     concurrency: int
     pool: str = "prefork"
+    host: str | None = None  # a worker host's name (ops/worker-host); None: this machine's
+
+    @property
+    def node_arg(self) -> str:
+        """The -n value: Celery makes %h this machine's host name."""
+        return f"{self.name}@{self.host or '%h'}"
 
     @property
     def node(self) -> str:
-        return f"{self.name}@{socket.gethostname()}"  # what Celery makes of -n name@%h
+        return f"{self.name}@{self.host or socket.gethostname()}"
 
 
-def worker_specs(settings: Settings) -> list[Worker]:
+@dataclass(frozen=True)
+class Role:
+    """What one supervisor runs: the main host's whole stack (host None), or a worker host's
+    workers alone, on all queues (queues None) or some."""
+
+    host: str | None = None
+    queues: frozenset[str] | None = None
+
+
+MAIN = Role()
+
+
+def worker_specs(settings: Settings, role: Role = MAIN) -> list[Worker]:
     """One worker process per queue; an embedded Qdrant folder opens in one process only, so then
-    the write, reconcile and fallback queues share one worker."""
+    the write, reconcile and fallback queues share one worker (and no second host may run)."""
+    if role.host is not None and settings.qdrant_url is None:
+        raise SystemExit(
+            "a worker host needs a Qdrant server (ENGRAM_QDRANT_URL and ENGRAM_QDRANT_API_KEY): the "
+            "embedded backup's folder opens in one process of one machine only"
+        )
     workers = [Worker("ingest", ("ingest",), 1), Worker("embed", ("embed",), 1)]
     if settings.qdrant_url is None:
         # Also the fallback searches of the folder; threads, so one is answered during a write.
         workers.append(Worker("write", ("write", "reconcile", "fallback"), 3, pool="threads"))
     else:
         workers += [Worker("write", ("write",), 1), Worker("reconcile", ("reconcile",), 1)]
-    return [*workers, Worker("query", ("query",), 2)]
+    workers.append(Worker("query", ("query",), 2))
+    if role.queues is not None:
+        known = {queue for worker in workers for queue in worker.queues}
+        if unknown := sorted(role.queues - known):
+            raise SystemExit(f"no such queue: {', '.join(unknown)} (queues: {', '.join(sorted(known))})")
+        workers = [w for w in workers if role.queues.intersection(w.queues)]
+    return [Worker(w.name, w.queues, w.concurrency, w.pool, role.host) for w in workers]
 
 
 @dataclass(frozen=True)
@@ -120,7 +154,9 @@ def _program(name: str, command: str, paths: Paths, priority: int, stopwaitsecs:
     return "\n".join(lines)
 
 
-def config(settings: Settings) -> str:
+def config(settings: Settings, role: Role = MAIN) -> str:
+    """The main host's supervisor: workers, beat, the app and Flower. A worker host's: its
+    workers alone (beat must run once, and the app and Flower stay with the main host)."""
     paths = Paths(settings.data_dir.absolute())
     if len(str(paths.socket).encode()) > 100:
         raise SystemExit(f"{paths.socket}: too long for a unix socket; use a shorter ENGRAM_DATA_DIR")
@@ -139,15 +175,15 @@ def config(settings: Settings) -> str:
         f"directory={_value(ROOT)}\n"
         # Private to this user: logs, the embedded Qdrant folder and every file a program writes.
         "umask=077\n"
-        "identifier=engram",
+        f"identifier=engram{'-' + role.host if role.host else ''}",
         "[rpcinterface:supervisor]\n"
         "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
         f"[supervisorctl]\nserverurl=unix://{_value(paths.socket)}",
     ]
-    workers = worker_specs(settings)
+    workers = worker_specs(settings, role)
     for worker in workers:
         command = _quote(celery, "-A", "workers.app", "worker", "-Q", ",".join(worker.queues))
-        command += " " + _quote("-n", f"{worker.name}@%h", "--pool", worker.pool)
+        command += " " + _quote("-n", worker.node_arg, "--pool", worker.pool)
         command += " " + _quote("--concurrency", str(worker.concurrency), "--loglevel", "INFO")
         # SIGTERM as Celery's cold shutdown: the running task gets the soft-shutdown window, then
         # is re-queued (a warm shutdown would wait for it without limit). Pool children ignore it.
@@ -164,6 +200,8 @@ def config(settings: Settings) -> str:
     # One group: supervisord stops a group's programs at once, and stops groups one by one.
     programs = ",".join(f"worker-{w.name}" for w in workers)
     sections.append(f"[group:workers]\nprograms={programs}\npriority={WORKERS_PRIORITY}")
+    if role.host is not None:
+        return "\n\n".join(sections) + "\n"
     # Beat prints a banner before its logging starts: not a JSON line, so not with JSON logs.
     quiet = ("--quiet",) if logging_setup.resolved_format(settings, service=True) == "json" else ()
     beat = _quote(celery, *quiet, "-A", "workers.app", "beat", "--loglevel", "INFO")
@@ -205,12 +243,12 @@ def _answering_workers(nodes: list[str]) -> dict[str, set[int]]:
     return answering
 
 
-def wait(settings: Settings, timeout_s: float) -> int:
+def wait(settings: Settings, timeout_s: float, role: Role = MAIN) -> int:
     """Until supervisord runs every program, each worker answers Celery as the process supervisord
-    started (not some earlier one), and the app's /healthz answers. Fails fast on a program that
-    supervisord gave up on."""
+    started (not some earlier one), and the app's /healthz answers (a worker host has no app).
+    Fails fast on a program that supervisord gave up on."""
     paths = Paths(settings.data_dir.absolute())
-    workers = {f"worker-{w.name}": w for w in worker_specs(settings)}
+    workers = {f"worker-{w.name}": w for w in worker_specs(settings, role)}
     host = "127.0.0.1" if settings.api_host in ("0.0.0.0", "") else settings.api_host
     health_url = f"http://{host}:{settings.api_port}/healthz"
     deadline = time.monotonic() + timeout_s
@@ -238,11 +276,13 @@ def wait(settings: Settings, timeout_s: float) -> int:
                 warned |= others
             if pid not in answering.get(worker.node, set()) and name not in waiting:
                 waiting.append(name)
-        if "api" not in waiting and not _answers(health_url):
+        if role.host is None and "api" not in waiting and not _answers(health_url):
             waiting.append("api")
         if not waiting:
             ready = ", ".join(f"{name} (pid {infos[name]['pid']})" for name in sorted(infos))
-            print(f"ready: {ready}; the app on {health_url.removesuffix('/healthz')}")
+            app = health_url.removesuffix("/healthz")
+            where = f"worker host {role.host}" if role.host else f"the app on {app}"
+            print(f"ready: {ready}; {where}")
             return 0
         time.sleep(1)
     print(f"not ready after {timeout_s:g} s: {', '.join(waiting)}; logs in {paths.logs}")
@@ -319,25 +359,40 @@ def leftovers(data_dir: Path, programs_only: bool = False) -> list[tuple[int, st
     return sorted(found)
 
 
+def _role(host: str | None, queues: str | None) -> Role:
+    if host is None:
+        if queues:
+            raise SystemExit("--queues is for a worker host (--host NAME)")
+        return MAIN
+    if not host.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise SystemExit(f"--host {host!r}: letters, digits, '-', '_' and '.' only (a Celery node name)")
+    chosen = frozenset(q.strip() for q in queues.split(",") if q.strip()) if queues else None
+    return Role(host, chosen)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("config", help="print supervisord.conf for this data dir")
+    configuring = commands.add_parser("config", help="print supervisord.conf for this data dir")
     waiting = commands.add_parser("wait", help="wait until every program runs and answers")
     waiting.add_argument("--timeout", type=float, default=180.0)
+    for sub in (configuring, waiting):
+        sub.add_argument("--host", help="a worker host's name: its workers alone, named queue@HOST")
+        sub.add_argument("--queues", help="a worker host's queues, comma-separated (default: all)")
     commands.add_parser("wipe-metrics", help="remove every process's metric files (a fresh start)")
     left = commands.add_parser("leftovers", help="list what ops/ started here and still runs; exit 1 if any")
     left.add_argument("--programs", action="store_true", help="only what supervisord would run")
     args = parser.parse_args(argv)
 
     settings = get_settings()
-    if args.command == "config":
-        sys.stdout.write(config(settings))
+    if args.command in ("config", "wait"):
+        role = _role(args.host, args.queues)
+        if args.command == "wait":
+            return wait(settings, args.timeout, role)
+        sys.stdout.write(config(settings, role))
         return 0
-    if args.command == "wait":
-        return wait(settings, args.timeout)
     if args.command == "wipe-metrics":
         from shared import metrics
 

@@ -219,11 +219,13 @@ supervisorctl_() { "$VENV/bin/supervisorctl" -c "$SUPERVISOR_CONF" "$@"; }
 supervisor_pid() { live_pid "$RUN_DIR/supervisord.pid" supervisord; }
 
 # Starts what is not running (the supervisor, then its programs) and waits until all answer. A
-# supervisor started with other settings is restarted, not reused.
+# supervisor started with other settings is restarted, not reused. Arguments go to supervise.py's
+# config and wait: a worker host's (ops/worker-host) are --host NAME [--queues a,b].
 services_start() {
-    local wanted
+    local wanted what="the workers, beat, the HTTP app on 127.0.0.1:$ENGRAM_API_PORT and Flower"
+    (($# > 0)) && what="the workers ($*)"
     mkdir -p "$RUN_DIR" "$LOG_DIR"
-    wanted=$("$PY" "$ENGRAM_ROOT/ops/supervise.py" config)
+    wanted=$("$PY" "$ENGRAM_ROOT/ops/supervise.py" config "$@") || fail "no supervisor config (see above)"
     if supervisor_pid >/dev/null && [[ $wanted != "$(cat "$SUPERVISOR_CONF" 2>/dev/null)" ]]; then
         say "settings changed since the supervisor started: restarting it"
         supervisor_stop
@@ -235,23 +237,25 @@ services_start() {
         # Programs without their supervisor (it was killed) would meet their own second copies.
         "$PY" "$ENGRAM_ROOT/ops/supervise.py" leftovers --programs ||
             fail "the processes above run without their supervisor; stop them (kill PID) and start again"
-        say "starting supervisord: the workers, beat, the HTTP app on 127.0.0.1:$ENGRAM_API_PORT and Flower"
+        say "starting supervisord: $what"
         # Counters start from zero with the stack, never when one program restarts (shared/metrics.py).
         "$PY" "$ENGRAM_ROOT/ops/supervise.py" wipe-metrics
         printf '%s\n' "$wanted" >"$SUPERVISOR_CONF"
         "$VENV/bin/supervisord" -c "$SUPERVISOR_CONF"
     fi
-    "$PY" "$ENGRAM_ROOT/ops/supervise.py" wait ||
+    "$PY" "$ENGRAM_ROOT/ops/supervise.py" wait "$@" ||
         fail "not every program came up; $VENV/bin/supervisorctl -c $SUPERVISOR_CONF status"
 }
 
 # Stops supervisord and its programs: the app, beat, then the workers (they re-queue unfinished
-# work within ENGRAM_WORKER_SOFT_SHUTDOWN_TIMEOUT_S).
+# work within ENGRAM_WORKER_SOFT_SHUTDOWN_TIMEOUT_S). With a run folder ($1), the supervisor of
+# that folder instead (a worker host's).
 supervisor_stop() {
-    local pid
-    pid=$(supervisor_pid) || return 0
+    local pid run=${1:-$RUN_DIR}
+    pid=$(live_pid "$run/supervisord.pid" supervisord) || return 0
     echo "supervisord: stopping pid $pid and its programs ..."
-    supervisorctl_ shutdown >/dev/null 2>&1 || kill -TERM "$pid" 2>/dev/null || true
+    "$VENV/bin/supervisorctl" -c "$run/supervisord.conf" shutdown >/dev/null 2>&1 ||
+        kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 1 360); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.5
@@ -260,7 +264,20 @@ supervisor_stop() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
+# Worker hosts that ops/worker-host started on this machine for this data dir, each in a folder
+# hosts/NAME of its own (its data dir: run, logs, secrets, metrics).
+WORKER_HOSTS_DIR="$ENGRAM_DATA_DIR/hosts"
+
+worker_hosts_stop() {
+    local run
+    for run in "$WORKER_HOSTS_DIR"/*/run; do
+        [[ -d $run ]] && supervisor_stop "$run"
+    done
+    return 0
+}
+
 stop_all() {
+    worker_hosts_stop
     supervisor_stop
     neo4j_stop
     redis_stop

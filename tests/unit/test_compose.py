@@ -88,3 +88,30 @@ def test_every_engram_service_shares_the_metrics_volume_and_logs_json() -> None:
     # memory only: the counters start again with the project, never left from an earlier run
     assert compose["volumes"]["metrics"]["driver_opts"]["type"] == "tmpfs"
     assert "--quiet" in compose["services"]["beat"]["command"]
+
+
+def test_the_worker_host_profile_runs_every_queue_with_the_qdrant_server_and_no_beat() -> None:
+    compose = _compose()
+    services = compose["services"]
+    main = {n: s for n, s in services.items() if n.startswith("worker-")}
+    host = {n: s for n, s in services.items() if "worker-host" in s.get("profiles", [])}
+
+    # the same queues as the main group's workers, each node named after the host
+    def queues(group: dict[str, Any]) -> set[str]:
+        return {s["command"][s["command"].index("-Q") + 1] for s in group.values()}
+
+    assert queues(host) == queues(main) == {"ingest", "embed", "write", "reconcile", "query"}
+    for name, service in host.items():
+        command = service["command"]
+        queue = command[command.index("-Q") + 1]
+        assert command[command.index("-n") + 1] == f"{queue}@${{WORKER_HOST_NAME:-host2}}-%h", name
+        assert f"-d {queue}@${{WORKER_HOST_NAME:-host2}}-$$HOSTNAME" in _words(service["healthcheck"]["test"])
+        environment = service["environment"]
+        # a worker host never opens an embedded Qdrant folder, stops as the main workers do
+        assert environment["ENGRAM_QDRANT_URL"].startswith("${WORKER_HOST_QDRANT_URL:-"), name
+        assert environment["REMAP_SIGTERM"] == "SIGQUIT", name
+        assert service["stop_grace_period"] == services["worker-write"]["stop_grace_period"], name
+        # it may join stores of another machine: it waits on none of this project's
+        assert "depends_on" not in service, name
+    # every other service runs without the profile; beat never with it
+    assert all(not s.get("profiles") for n, s in services.items() if n not in host)
