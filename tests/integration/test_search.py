@@ -143,9 +143,13 @@ def test_feedback_read_moves_the_query_as_rocchio_does(
     foreign = sorted(row["id"] for row in rows if row["user"] == other)
     query = make_embedder(settings).embed_query("why am I tired after flying east")
     best = own[:3]
-    store = Container(settings).search_graph
-
-    moved, scores = store.feedback_scores(tenant, [*best, foreign[0]], [*own, foreign[1]], unit(query), 0.7)
+    container = Container(settings)
+    try:
+        moved, scores = container.search_graph.feedback_scores(
+            tenant, [*best, foreign[0]], [*own, foreign[1]], unit(query), 0.7
+        )
+    finally:
+        container.close()
 
     expected = np.asarray(feedback_vector(query, [vectors[i] for i in best], 0.7))
     assert np.asarray(unit(moved)) == pytest.approx(expected, abs=1e-6)
