@@ -36,6 +36,7 @@ def phases(
         previous = size
     optional = {
         "throughput": ("throughput, 1/8/32 clients", 3 * throughput_s),
+        "write_to_searchable": ("write -> searchable, 20 posts", 20 * 1.0),
         "tenants": ("tenants 1%/10%/50%", 3 * searches * SEARCH_S),
         "recall": ("recall@10 against exact", top / 5000 + searches * 0.03),
         "reconcile": ("reconcile scan and repair", 2 * top / 4000 + min(top, 10_000) / 1000),

@@ -54,6 +54,7 @@ def targets(result: dict[str, Any]) -> list[Target]:
     recall = result.get("recall")
     reconcile = result.get("reconcile")
     fallback = result.get("fallback")
+    searchable = result.get("write_to_searchable")
     return [
         Target("ingestion / raw embedder", result["ingest"]["ratio"], 0.9, at_most=False),
         Target("default p50 / floor", s["ratio_p50"], 1.5, at_most=True, note=at),
@@ -84,6 +85,13 @@ def targets(result: dict[str, Any]) -> list[Target]:
             10.0,
             at_most=True,
             note="" if reconcile is None else f"{reconcile['repair']['failed']:,} failed syncs",
+        ),
+        Target(
+            "write -> searchable p95 ms",
+            None if searchable is None else searchable["p95_ms"],
+            150.0,
+            at_most=True,
+            note=at,
         ),
         Target(
             "reconcile scan, s",
@@ -154,6 +162,13 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
                 f"{lat.get('p50_ms', float('nan')):.0f} ms, p99 {lat.get('p99_ms', float('nan')):.0f} ms, "
                 f"failed {level['failed']}\n"
             )
+    if result.get("write_to_searchable"):
+        v = result["write_to_searchable"]
+        w(
+            f"\nwrite -> searchable (a webhook post until a search finds it, {v['n']} in a row): "
+            f"p50 {v['p50_ms']:.0f} ms, p95 {v['p95_ms']:.0f} ms, max {v['max_ms']:.0f} ms "
+            f"({v['searches']} searches)\n"
+        )
     if result.get("tenants"):
         w("\ntenants in the same store (top_k 10, threshold -1):\n")
         for label, t in result["tenants"].items():

@@ -18,7 +18,18 @@ from typing import Any
 
 import httpx
 
-from producers.bench import corpus, estimate, fallback, ingest, latency, recall, repair, report, throughput
+from producers.bench import (
+    corpus,
+    estimate,
+    fallback,
+    ingest,
+    latency,
+    recall,
+    repair,
+    report,
+    searchable,
+    throughput,
+)
 from producers.bench import tenants as tenant_phase
 from producers.bench.processes import rss_by_process
 from producers.bench.stack import DEFAULT_PORTS, ROOT, OwnStack, Ports, Stack
@@ -28,7 +39,7 @@ from shared.models import DocumentIn, utc_now
 from shared.settings import get_settings
 from workers.app import make_app
 
-PHASES = ("throughput", "tenants", "recall", "reconcile", "fallback", "rss")
+PHASES = ("throughput", "write_to_searchable", "tenants", "recall", "reconcile", "fallback", "rss")
 WARMUP_DOCUMENTS = 256
 """Two ingest tasks' worth (a tenant of its own, named with the run's prefix, so a clean-up by
 prefix takes it too); never more than the first size."""
@@ -217,6 +228,10 @@ def _measure(
             result["throughput"] = throughput.measure(
                 stack.api_url, headers, f"{prefix}-p50", queries, args.throughput_seconds
             )
+        _keep(args, result)
+        if "write_to_searchable" not in skip:
+            say(f"write -> searchable: {searchable.ROUNDS} webhook posts, each searched for until found")
+            result["write_to_searchable"] = searchable.measure(http, f"{prefix}-w2s", queries)
         _keep(args, result)
         if "tenants" not in skip:
             say("tenants: 1%, 10% and 50% of the store")

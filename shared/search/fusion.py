@@ -126,12 +126,18 @@ def with_keywords(candidates: Sequence[Candidate], terms: Sequence[str], stats: 
     return scored
 
 
+def unit(vector: Sequence[float]) -> list[float]:
+    """The vector at length one (a zero vector as it is)."""
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [float(x) / norm for x in vector]
+
+
 def feedback_vector(query: Sequence[float], best: Sequence[Sequence[float]], weight: float) -> list[float]:
-    """Rocchio: the query vector moved toward the mean of the best memories' vectors, unit length."""
+    """Rocchio: the query vector moved toward the mean of the best memories' vectors, unit length
+    (what the store's ``feedback_scores`` computes in its read)."""
     import numpy as np
 
-    q = np.asarray(query, dtype=np.float64)
-    q = q / (np.linalg.norm(q) or 1.0)
+    q = np.asarray(unit(query), dtype=np.float64)
     if best and weight > 0:
         vectors = np.asarray(best, dtype=np.float64)
         vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

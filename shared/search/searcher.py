@@ -266,12 +266,18 @@ class Searcher:
         weight = self.keyword_weight(query, "engram")
         fused = sorted(fuse("engram", first, s, weight), key=lambda f: (-f.fused, f.candidate.hit.id))
         best = [f.candidate.hit.id for f in fused[: s.search_feedback_docs]]
-        moved = fusion.feedback_vector(
-            query.vector, self._store.embeddings(query.user_id, best), s.search_feedback_weight
-        )
-        second = self._vector.candidates(replace(query, vector=moved)) if s.search_feedback_expand else []
-        merged = fusion.merge([first, second])
-        scores = self._store.two_scores(query.user_id, [c.hit.id for c in merged], query.vector, moved)
+        # One read moves the vector and scores the first round's candidates with it; only the
+        # index's new candidates for the moved vector (when asked for) need a read of their own.
+        ids = [c.hit.id for c in first]
+        unit = fusion.unit(query.vector)
+        moved, scores = self._store.feedback_scores(query.user_id, best, ids, unit, s.search_feedback_weight)
+        merged = first
+        if s.search_feedback_expand:
+            second = self._vector.candidates(replace(query, vector=fusion.unit(moved)))
+            merged = fusion.merge([first, second])
+            unscored = [c.hit.id for c in merged if c.hit.id not in scores]
+            if unscored:
+                scores.update(self._store.two_scores(query.user_id, unscored, query.vector, moved))
         rescored = [
             replace(c, similarity=2.0 * scores[c.hit.id][0] - 1.0, feedback=2.0 * scores[c.hit.id][1] - 1.0)
             for c in merged

@@ -82,7 +82,9 @@ class SearchStore(Protocol):
 
     def newest_memory(self, user_id: str) -> datetime | None: ...
 
-    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]: ...
+    def feedback_scores(
+        self, user_id: str, best: Sequence[str], ids: Sequence[str], query: Sequence[float], weight: float
+    ) -> tuple[list[float], dict[str, tuple[float, float]]]: ...
 
     def two_scores(
         self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]

@@ -93,9 +93,11 @@ def test_bench_json_holds_measured_figures(
         prefix=prefix,
     )
     held = {row["user"]: row["n"] for row in stored}
-    # (the warm-up's tenant is the run's too, so forgotten with it, but not measured)
-    measured = {user: n for user, n in held.items() if user != f"{prefix}-warmup"}
-    assert f"{prefix}-warmup" in held
+    # (the warm-up's tenant and the write -> searchable phase's are the run's too, so forgotten with
+    # it, but not the ingestion measured)
+    apart = {f"{prefix}-warmup", f"{prefix}-w2s"}
+    measured = {user: n for user, n in held.items() if user not in apart}
+    assert apart <= set(held)
     assert result["ingest"]["chunks"] == sum(measured.values()) > 0
     assert [step["size"] for step in result["ingest"]["steps"]] == list(SIZES)
     assert all(step["failed_documents"] == 0 for step in result["ingest"]["steps"])
@@ -107,7 +109,15 @@ def test_bench_json_holds_measured_figures(
     assert len(latencies) == 3 * len(SIZES)
     assert result["ingest"]["steps"][0]["cpu_s"]["worker embed"] > 0
 
-    # and the other phases measured something real
+    # and the other phases measured something real: every write -> searchable round is a document
+    # the phase posted, found by a search of its own after the post
+    searchable = result["write_to_searchable"]
+    posted, _, _ = neo4j_driver.execute_query(
+        "MATCH (d:Document {user_id: $user}) RETURN count(d) AS n", user=f"{prefix}-w2s"
+    )
+    assert searchable["n"] == posted[0]["n"] == 20
+    assert 0 < _number(searchable["p50_ms"]) <= _number(searchable["p95_ms"]) <= _number(searchable["max_ms"])
+    assert searchable["searches"] >= searchable["n"]
     assert [level["clients"] for level in result["throughput"]] == [1, 8, 32]
     assert all(_number(level["per_s"]) > 0 and level["failed"] == 0 for level in result["throughput"])
     assert 0.0 <= _number(result["recall"]["recall_at_10"]) <= 1.0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import neo4j
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from shared.container import Container
 from shared.embedding import make_embedder
+from shared.search.fusion import feedback_vector, unit
 from shared.settings import Settings
 from tests.integration.support import wait_until_finished
 
@@ -119,3 +122,40 @@ def test_duplicate_content_is_returned_once(api: TestClient, tenant: str) -> Non
 
     assert answer["count"] == 1
     assert answer["results"][0]["content"] == text
+
+
+def test_feedback_read_moves_the_query_as_rocchio_does(
+    api: TestClient, settings: Settings, tenant: str, neo4j_driver: neo4j.Driver
+) -> None:
+    """The feedback round's one read (moved vector and both cosines inside Neo4j) agrees with
+    Rocchio computed here from the stored vectors; a memory of another tenant neither moves the
+    query nor is scored."""
+    ingest_topics(api, tenant)
+    other = f"{tenant}-other"
+    ingest_topics(api, other)
+    rows, _, _ = neo4j_driver.execute_query(
+        "MATCH (m:Memory) WHERE m.user_id IN [$a, $b] RETURN m.id AS id, m.user_id AS user, m.embedding AS v",
+        a=tenant,
+        b=other,
+    )
+    vectors = {row["id"]: np.asarray(row["v"], dtype=np.float64) for row in rows}
+    own = sorted(row["id"] for row in rows if row["user"] == tenant)
+    foreign = sorted(row["id"] for row in rows if row["user"] == other)
+    query = make_embedder(settings).embed_query("why am I tired after flying east")
+    best = own[:3]
+    container = Container(settings)
+    try:
+        moved, scores = container.search_graph.feedback_scores(
+            tenant, [*best, foreign[0]], [*own, foreign[1]], unit(query), 0.7
+        )
+    finally:
+        container.close()
+
+    expected = np.asarray(feedback_vector(query, [vectors[i] for i in best], 0.7))
+    assert np.asarray(unit(moved)) == pytest.approx(expected, abs=1e-6)
+    assert set(scores) == set(own)
+    q = np.asarray(unit(query))
+    for memory_id, (original, towards) in scores.items():
+        v = vectors[memory_id] / np.linalg.norm(vectors[memory_id])
+        assert original == pytest.approx((1 + float(v @ q)) / 2, abs=1e-6)
+        assert towards == pytest.approx((1 + float(v @ expected)) / 2, abs=1e-6)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.search.fusion import feedback_vector
 from shared.search.text import tokens
 
 _LUCENE = re.compile(r'user_id:"((?:[^"\\]|\\.)*)" AND content:(.*)')
@@ -125,8 +126,12 @@ class FakeSearchStore:
             (m.created_at for m in self.memories if m.user_id == user_id and m.created_at), default=None
         )
 
-    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
-        return [list(m.vector) for m in self.memories if m.id in ids and m.user_id == user_id]
+    def feedback_scores(
+        self, user_id: str, best: Sequence[str], ids: Sequence[str], query: Sequence[float], weight: float
+    ) -> tuple[list[float], dict[str, tuple[float, float]]]:
+        vectors = [list(m.vector) for m in self.memories if m.id in best and m.user_id == user_id]
+        moved = feedback_vector(query, vectors, weight)
+        return moved, self.two_scores(user_id, ids, query, moved)
 
     def two_scores(
         self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]

@@ -87,7 +87,9 @@ class DownGraph:
     def neighbours(self, user_id: str, ids: Sequence[str], n: int) -> dict[str, tuple[list[str], list[str]]]:
         return self._down()  # type: ignore[no-any-return]
 
-    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
+    def feedback_scores(
+        self, user_id: str, best: Sequence[str], ids: Sequence[str], query: Any, weight: float
+    ) -> tuple[list[float], dict[str, tuple[float, float]]]:
         return self._down()  # type: ignore[no-any-return]
 
     def two_scores(

@@ -49,8 +49,18 @@ class SearchOps(Neo4jConnection):
         newest = self._read(sq.NEWEST_MEMORY, user_id=user_id)[0]["newest"]
         return newest if isinstance(newest, datetime) else None
 
-    def embeddings(self, user_id: str, ids: Sequence[str]) -> list[list[float]]:
-        return [list(row["embedding"]) for row in self._read(sq.EMBEDDINGS, user_id=user_id, ids=list(ids))]
+    def feedback_scores(
+        self, user_id: str, best: Sequence[str], ids: Sequence[str], query: Sequence[float], weight: float
+    ) -> tuple[list[float], dict[str, tuple[float, float]]]:
+        """The query moved toward the mean of ``best``'s vectors by ``weight`` (``query`` of unit
+        length; the moved one not), and per memory of ``ids`` its cosine with ``query`` and with
+        the moved vector (each as (1 + cos) / 2): one read."""
+        params = {"user_id": user_id, "best": list(best), "ids": list(ids), "original": list(query)}
+        rows = self._read(sq.FEEDBACK_SCORES, **params, weight=weight)
+        if not rows:  # no $ids: UNWIND of nothing
+            return list(query), {}
+        scores = {str(i): (float(o), float(m)) for i, o, m in rows[0]["scores"]}
+        return [float(x) for x in rows[0]["moved"]], scores
 
     def two_scores(
         self, user_id: str, ids: Sequence[str], query: Sequence[float], moved: Sequence[float]

@@ -111,11 +111,26 @@ MATCH (d:Document {id: key})
 RETURN count(d) AS n
 """
 
-# The vectors of a few of the tenant's memories (pseudo-relevance feedback).
-EMBEDDINGS = """
+# Pseudo-relevance feedback in one read (it was two: the best memories' vectors, then the scores
+# with the vector they moved the query to). Rocchio as shared.search.fusion.feedback_vector does
+# it: each of the best vectors to unit length, their mean times $weight added to the (unit) query
+# $original; the moved vector comes back un-normalised (cosine does not mind its length). Then,
+# per candidate of $ids, its cosine (as (1 + cos) / 2) with the query and with the moved vector;
+# a candidate the tenant does not hold (or without a vector) is left out.
+FEEDBACK_SCORES = """
+UNWIND $best AS id
+OPTIONAL MATCH (b:Memory {id: id}) WHERE b.user_id = $user_id AND b.embedding IS NOT NULL
+WITH [v IN collect(b.embedding) | {v: v, n: sqrt(reduce(s = 0.0, x IN v | s + x * x))}] AS best
+WITH CASE WHEN size(best) = 0 OR $weight <= 0 THEN $original
+     ELSE [i IN range(0, size($original) - 1) |
+           $original[i] + $weight * reduce(s = 0.0, b IN best |
+               s + b.v[i] / CASE WHEN b.n < 1e-12 THEN 1e-12 ELSE b.n END) / size(best)]
+     END AS moved
 UNWIND $ids AS id
-MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
-RETURN m.embedding AS embedding
+OPTIONAL MATCH (m:Memory {id: id}) WHERE m.user_id = $user_id AND m.embedding IS NOT NULL
+RETURN moved, collect(CASE WHEN m IS NULL THEN null ELSE
+    [id, vector.similarity.cosine(m.embedding, $original), vector.similarity.cosine(m.embedding, moved)]
+END) AS scores
 """
 
 # Cosine (as (1 + cos) / 2) of the tenant's memories with two vectors: the query's, and the one
