@@ -44,6 +44,8 @@ from tests.faults import corpus, parity
 from tests.faults.stack import children_of, wait_for
 from tests.scaleout.qdrant_server import QdrantServer
 
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
 ROOT = Path(__file__).resolve().parents[2]
 HOST_A, HOST_B = "hosta", "hostb"
 B_QUEUES = "ingest,embed,write,reconcile"
