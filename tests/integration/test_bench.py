@@ -21,6 +21,7 @@ import pytest
 
 from producers import cli
 from producers.bench import instant
+from shared.ids import document_key
 from shared.models import DocumentIn, SearchFilters
 from shared.settings import Settings
 from tests.integration.served import engram_serving
@@ -167,10 +168,10 @@ def test_instant_embedder_run_measures_the_stack_without_a_model(
     result = instant.measure(client, settings.data_dir, documents, DIMENSION, restart, lambda _: None, 300.0)
 
     # Then every measured chunk went through the stub and is stored, none failed
+    measured = documents[24 - result["documents"] :]
     rows, _, _ = neo4j_driver.execute_query(
-        "MATCH (m:Memory {user_id: $user}) WHERE NOT m.document_id IN $warm RETURN count(m) AS n",
-        user=f"{prefix}-instant",
-        warm=[d.document_id for d in documents[: 24 - result["documents"]]],
+        "MATCH (d:Document)-[:HAS_CHUNK]->(m:Memory) WHERE d.id IN $keys RETURN count(m) AS n",
+        keys=[document_key(d.user_id, d.document_id) for d in measured],
     )
     assert result["failed_documents"] == 0 and result["documents"] == 24 - 24 // 4
     assert result["chunks"] == rows[0]["n"] == result["embedder_texts"] > result["documents"]
