@@ -12,6 +12,7 @@ from collections.abc import Sequence
 INGEST_PER_S = 20.0
 RAW_PER_S = 40.0
 SEARCH_S = 0.05
+INSTANT_PER_S = 100.0
 STACK_START_S = 120.0
 
 
@@ -41,9 +42,10 @@ def phases(
         "recall": ("recall@10 against exact", top / 5000 + searches * 0.03),
         "reconcile": ("reconcile scan and repair", 2 * top / 4000 + min(top, 10_000) / 1000),
         "fallback": ("fallback, Neo4j stopped and started", 90 + searches * SEARCH_S),
+        "instant": ("instant embedder (workers restarted)", 60 + min(sizes[0], 5000) / INSTANT_PER_S),
     }
     for name, (label, seconds) in optional.items():
-        if name not in skip and (name != "fallback" or own_stack):
+        if name not in skip and (name not in ("fallback", "instant") or own_stack):
             found.append((label, seconds))
     return found
 

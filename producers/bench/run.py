@@ -23,6 +23,7 @@ from producers.bench import (
     estimate,
     fallback,
     ingest,
+    instant,
     latency,
     recall,
     repair,
@@ -35,11 +36,12 @@ from producers.bench.processes import rss_by_process
 from producers.bench.stack import DEFAULT_PORTS, ROOT, OwnStack, Ports, Stack
 from producers.client import EngramClient
 from shared.container import Container
+from shared.errors import EngramError
 from shared.models import DocumentIn, utc_now
 from shared.settings import get_settings
 from workers.app import make_app
 
-PHASES = ("throughput", "write_to_searchable", "tenants", "recall", "reconcile", "fallback", "rss")
+PHASES = ("throughput", "write_to_searchable", "tenants", "recall", "reconcile", "fallback", "rss", "instant")
 WARMUP_DOCUMENTS = 256
 """Two ingest tasks' worth (a tenant of its own, named with the run's prefix, so a clean-up by
 prefix takes it too); never more than the first size."""
@@ -111,9 +113,23 @@ def _interrupted(signum: int, _: object) -> None:
 
 
 def skipped(asked: set[str], own: bool) -> set[str]:
-    """The phases left out: those asked, and the fallback on a stack not the bench's own (it stops
-    Neo4j for real). (A --skip fallback on its own stack was overruled.)"""
-    return asked if own else {*asked, "fallback"}
+    """The phases left out: those asked, and on a stack not the bench's own the fallback (it stops
+    Neo4j for real) and the instant embedder (it restarts the workers). (A --skip fallback on its
+    own stack was overruled.)"""
+    return asked if own else {*asked, "fallback", "instant"}
+
+
+def _stack_cpu(steps: list[dict[str, Any]]) -> dict[str, float | None]:
+    """CPU-ms a chunk over every size: the raw embedder's, and the stack's outside the model (all
+    the stack's CPU less the raw embedder's for as many chunks)."""
+    chunks = sum(s["chunks"] for s in steps)
+    raw_ms = 1000 * sum(s["raw"]["cpu_s"] for s in steps) / sum(s["raw"]["chunks"] for s in steps)
+    model_ms = sum(s["chunks"] * s["raw_cpu_ms_per_chunk"] for s in steps)
+    stack_ms = 1000 * sum(sum(s["cpu_s"].values()) for s in steps)
+    return {
+        "raw_cpu_ms_per_chunk": round(raw_ms, 2),
+        "stack_cpu_ms_per_chunk": round((stack_ms - model_ms) / chunks, 2) if chunks else None,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,6 +169,39 @@ def run(args: argparse.Namespace) -> int:
     else:
         say("no PNG: matplotlib is not installed (pip install -e '.[bench]')")
     return 0
+
+
+def _instant(
+    args: argparse.Namespace,
+    stack: Stack,
+    client: EngramClient,
+    container: Container,
+    texts: list[corpus.Text],
+    prefix: str,
+    result: dict[str, Any],
+) -> None:
+    documents = [d.model_copy(update={"user_id": f"{prefix}-instant"}) for d in _documents(texts, 0, prefix)]
+
+    def restart(extra: dict[str, str]) -> None:
+        if extra or args.keep:  # else the stack is torn down next: no need to put it back
+            stack.restart_services(extra)
+
+    try:
+        measured = instant.measure(
+            client,
+            stack.settings.data_dir,
+            documents,
+            container.embedder.dimension,
+            restart,
+            say,
+            args.timeout,
+        )
+    except (RuntimeError, EngramError) as exc:  # the other figures stand; the table says why
+        result["instant_error"] = str(exc)[-500:]
+        say(f"instant embedder: not measured: {exc}")
+        return
+    result["ingest"]["instant"] = measured
+    result["ingest"]["instant_embedder_chunks_per_s"] = measured["chunks_per_s"]
 
 
 def _keep(args: argparse.Namespace, result: dict[str, Any]) -> None:
@@ -221,6 +270,7 @@ def _measure(
             "raw_chunks_per_s": raw,
             "ratio": chunks / seconds / raw,
             "cpu_ratio": _cpu_ratio(steps),
+            **_stack_cpu(steps),
             "steps": steps,
         }
         if "throughput" not in skip:
@@ -264,6 +314,11 @@ def _measure(
             except RuntimeError as exc:  # the other figures stand; the table says why this one is missing
                 result["fallback_error"] = str(exc)[-500:]
                 say(f"fallback: not measured: {exc}")
+        _keep(args, result)
+        if "instant" not in skip:
+            # Last: its tenant's fixed vectors would sit in the vector index the searches walk.
+            say("instant embedder: the pipeline once more, the embed stage on a stub answering at once")
+            _instant(args, stack, client, container, texts[: sizes[0]], prefix, result)
     finally:
         http.close()
         if made_key is not None:

@@ -55,6 +55,9 @@ class Stack:
     def neo4j_start(self) -> None:
         raise RuntimeError("the bench starts Neo4j only on a stack of its own")
 
+    def restart_services(self, extra: dict[str, str]) -> None:
+        raise RuntimeError("the bench restarts the workers only on a stack of its own")
+
 
 class OwnStack(Stack):
     """Redis, Neo4j, the workers and the app in ``data_dir``, started from empty, torn down after."""
@@ -79,7 +82,7 @@ class OwnStack(Stack):
             flower_port=self.ports.api + 1,
         )
 
-    def env(self) -> dict[str, str]:
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         own = ("ENGRAM_REDIS_PASSWORD", "REDISCLI_AUTH")
         env = {k: v for k, v in os.environ.items() if k not in own}
         env.update(
@@ -92,14 +95,15 @@ class OwnStack(Stack):
         )
         # ops/lib waits 120 s for Neo4j; on a loaded 2-core machine a start takes longer.
         env.setdefault("ENGRAM_NEO4J_START_TIMEOUT", "300")
+        env.update(extra or {})
         return env
 
-    def _ops(self, functions: str, timeout_s: float = 600) -> None:
+    def _ops(self, functions: str, timeout_s: float = 600, extra: dict[str, str] | None = None) -> None:
         script = f"source ops/lib/neo4j.sh && source ops/lib/common.sh && {functions}"
         done = subprocess.run(
             ["bash", "-c", script],
             cwd=ROOT,
-            env=self.env(),
+            env=self.env(extra),
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -133,6 +137,11 @@ class OwnStack(Stack):
 
     def neo4j_stop(self) -> None:
         self._ops("neo4j_stop", timeout_s=180)
+
+    def restart_services(self, extra: dict[str, str]) -> None:
+        """The workers, beat and the app restarted with ``extra`` settings over the stack's (the
+        supervisor's programs take its environment, so the supervisor is restarted too)."""
+        self._ops("supervisor_stop && services_start", extra=extra)
 
     def neo4j_start(self) -> None:
         """Neo4j gets 300 s (see ``env``), and a second try: a loaded machine can take that."""

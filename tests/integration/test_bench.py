@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +20,12 @@ import neo4j
 import pytest
 
 from producers import cli
-from shared.models import SearchFilters
+from producers.bench import instant
+from shared.ids import document_key
+from shared.models import DocumentIn, SearchFilters
 from shared.settings import Settings
 from tests.integration.served import engram_serving
-from tests.integration.support import Workers
+from tests.integration.support import DIMENSION, Workers
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +111,13 @@ def test_bench_json_holds_measured_figures(
     latencies = {result["search"][str(s)][k] for s in SIZES for k in ("floor_p50_ms", "p50_ms", "p99_ms")}
     assert len(latencies) == 3 * len(SIZES)
     assert result["ingest"]["steps"][0]["cpu_s"]["worker embed"] > 0
+    # the model's CPU a chunk measured alone, and the stack's outside it, over all and per size
+    assert _number(result["ingest"]["raw_cpu_ms_per_chunk"]) > 0
+    _number(result["ingest"]["stack_cpu_ms_per_chunk"])
+    for step in result["ingest"]["steps"]:
+        assert _number(step["raw_cpu_ms_per_chunk"]) > 0
+        outside = _number(step["stack_cpu_ms_per_chunk"])
+        assert outside == pytest.approx(step["cpu_ms_per_chunk"] - step["raw_cpu_ms_per_chunk"], abs=0.06)
 
     # and the other phases measured something real: every write -> searchable round is a document
     # the phase posted, found by a search of its own after the post
@@ -129,8 +139,55 @@ def test_bench_json_holds_measured_figures(
     assert {"redis", "neo4j", "worker query", "worker embed"} <= roles
     assert all(_number(p["rss_mib"]) > 0 for p in result["rss"])
     assert "fallback" not in result
+    # (the instant embedder's run restarts the workers: on the bench's own stack only; tested below)
+    assert "instant" not in result["ingest"]
     verdicts = {t["target"]: t["verdict"] for t in result["targets"]}
     assert verdicts["fallback p50 ms, Neo4j down"] == "NOT MEASURED"
-    assert {v for k, v in verdicts.items() if "fallback" not in k} <= {"PASS", "MISS"}
+    assert verdicts["instant embedder chunks/s"] == "NOT MEASURED"
+    own_stack_only = ("fallback p50 ms, Neo4j down", "instant embedder chunks/s")
+    assert {v for k, v in verdicts.items() if k not in own_stack_only} <= {"PASS", "MISS"}
     if importlib.util.find_spec("matplotlib") is not None:
         assert out.with_suffix(".png").stat().st_size > 0
+
+
+def test_instant_embedder_run_measures_the_stack_without_a_model(
+    workers: Workers, neo4j_driver: neo4j.Driver, settings: Settings, request: pytest.FixtureRequest
+) -> None:
+    # Given documents of a tenant of their own, and the embed worker restartable on other settings
+    from producers.client import EngramClient
+
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    request.addfinalizer(lambda: _forget(settings, neo4j_driver, prefix))
+    paragraph = "Tokenised words for the instant embedder, repeated to make more than one chunk. "
+    documents = [
+        DocumentIn(
+            user_id=f"{prefix}-instant", id=f"doc-{i}", text=f"document {i}. " + paragraph * (i % 7 + 1) * 9
+        )
+        for i in range(24)
+    ]
+    restarts: list[dict[str, str]] = []
+
+    def restart(extra: dict[str, str]) -> None:
+        restarts.append(extra)
+        workers.restart("embed", **extra)
+
+    client = EngramClient(settings)
+    request.addfinalizer(client.close)
+
+    # When the bench's instant phase runs the pipeline against its stub TEI server
+    result = instant.measure(client, settings.data_dir, documents, DIMENSION, restart, lambda _: None, 300.0)
+
+    # Then every measured chunk went through the stub and is stored, none failed
+    measured = documents[24 - result["documents"] :]
+    rows, _, _ = neo4j_driver.execute_query(
+        "MATCH (d:Document)-[:HAS_CHUNK]->(m:Memory) WHERE d.id IN $keys RETURN count(m) AS n",
+        keys=[document_key(d.user_id, d.document_id) for d in measured],
+    )
+    assert result["failed_documents"] == 0 and result["documents"] == 24 - 24 // 4
+    assert result["chunks"] == rows[0]["n"] == result["embedder_texts"] > result["documents"]
+    # and the figures are this run's: a rate, and the stack's CPU with the embed worker's in it
+    assert _number(result["chunks_per_s"]) > 0
+    assert result["chunks_per_s"] == pytest.approx(result["chunks"] / result["seconds"], rel=0.01)
+    assert _number(result["stack_cpu_ms_per_chunk"]) > 0 and result["cpu_s"]["worker embed"] > 0
+    # and the worker was pointed at the stub, then put back as configured
+    assert restarts[0]["ENGRAM_EMBEDDING_BACKEND"] == "tei" and restarts[-1] == {}

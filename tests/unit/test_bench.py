@@ -103,7 +103,57 @@ def test_targets_pass_and_miss_by_their_bounds() -> None:
     assert missed["default p99 ms"] == "MISS"  # strictly under 100 ms
 
 
-def test_the_fallback_is_skipped_when_asked_and_always_on_a_running_stack() -> None:
+def test_the_fallback_and_instant_are_skipped_when_asked_and_always_on_a_running_stack() -> None:
     assert skipped({"fallback", "rss"}, own=True) == {"fallback", "rss"}
     assert skipped({"rss"}, own=True) == {"rss"}
-    assert skipped({"rss"}, own=False) == {"fallback", "rss"}
+    assert skipped({"instant"}, own=True) == {"instant"}
+    assert skipped({"rss"}, own=False) == {"fallback", "instant", "rss"}
+
+
+def test_the_stack_cpu_outside_the_model_is_the_stacks_less_the_raw_embedders() -> None:
+    # Given two sizes: 1,000 chunks for 30 CPU-s of the stack with the model at 16 ms a chunk
+    # alone, then 3,000 chunks for 75 CPU-s with the model at 14 ms
+    steps = [
+        {
+            "chunks": 1000,
+            "cpu_s": {"neo4j": 10.0, "worker embed": 20.0},
+            "raw_cpu_ms_per_chunk": 16.0,
+            "raw": {"cpu_s": 32.0, "chunks": 2000},
+        },
+        {
+            "chunks": 3000,
+            "cpu_s": {"neo4j": 30.0, "worker embed": 45.0},
+            "raw_cpu_ms_per_chunk": 14.0,
+            "raw": {"cpu_s": 28.0, "chunks": 2000},
+        },
+    ]
+    # Then the model's share is taken out size by size: (105,000 - 16,000 - 42,000) ms / 4,000
+    assert run._stack_cpu(steps) == {"raw_cpu_ms_per_chunk": 15.0, "stack_cpu_ms_per_chunk": 11.75}
+
+
+def test_the_stub_tei_server_answers_unit_vectors_of_its_dimension() -> None:
+    import httpx
+    import numpy as np
+
+    from producers.bench.instant import StubTei
+
+    with StubTei(8) as stub:
+        answer = httpx.post(f"{stub.url}/embed", json={"inputs": ["a", "b", "a"]}).json()
+        refused = httpx.post(f"{stub.url}/embed", json={"texts": ["a"]})
+    vectors = np.asarray(answer)
+    assert vectors.shape == (3, 8)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert (vectors[0] == vectors[2]).all() and not (vectors[0] == vectors[1]).all()
+    assert refused.status_code == 422 and stub.texts == 3
+
+
+def test_the_new_ingest_targets_judge_the_stack_cpu_and_the_instant_rate() -> None:
+    result = _result(30.0, 90.0, 25.0, 0.95)
+    result["ingest"].update(stack_cpu_ms_per_chunk=3.5, instant_embedder_chunks_per_s=420.0)
+    verdicts = {t.name: t.verdict for t in report.targets(result)}
+    assert verdicts["stack CPU-ms a chunk outside the model"] == "PASS"
+    assert verdicts["instant embedder chunks/s"] == "PASS"
+    result["ingest"].update(stack_cpu_ms_per_chunk=12.0, instant_embedder_chunks_per_s=170.0)
+    verdicts = {t.name: t.verdict for t in report.targets(result)}
+    assert verdicts["stack CPU-ms a chunk outside the model"] == "MISS"
+    assert verdicts["instant embedder chunks/s"] == "MISS"
