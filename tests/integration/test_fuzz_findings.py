@@ -373,6 +373,40 @@ def test_a_query_parameter_named_as_a_violation_but_never_sent_is_judged_as_abse
     assert not not_a_violation_as_sent(required, wire, failure)
 
 
+def test_a_query_parameter_named_in_the_query_component_is_judged_as_sent() -> None:
+    # The second full fuzz run: GET /api/status?user_id=-5 was counted, its violation written as
+    # "query: violates `anyOf` at /properties/user_id" (user_id drawn as the number -5) beside the
+    # caller's Authorization header. What was sent is the tenant "-5", a valid identifier: a 200.
+    from types import SimpleNamespace
+
+    from schemathesis.core.failures import AcceptedNegativeData
+
+    from tests.integration.fuzz_judge import not_a_violation_as_sent
+
+    message = (
+        "Invalid data should have been rejected\nExpected: 400, 422\nInvalid component:\n"
+        "  - query: violates `anyOf` at /properties/user_id\n"
+        "  - header: violates `format` at /properties/Authorization\n"
+    )
+    failure = AcceptedNegativeData(
+        operation="GET /api/status", message=message, status_code=200, expected_statuses=["422"]
+    )
+    case = SimpleNamespace(query={"user_id": -5}, operation=SimpleNamespace(query=[]))
+
+    def sent(query: str) -> SimpleNamespace:
+        return SimpleNamespace(request=SimpleNamespace(url=f"{APP_URL}/api/status?{query}"))
+
+    assert not_a_violation_as_sent(case, sent("user_id=-5"), failure)
+    # and a value sent that is no identifier is still a violation
+    assert not not_a_violation_as_sent(case, sent("user_id=%20-5"), failure)
+    # and a body part beside it is judged as before: a violation
+    body = message + "  - body: violates `anyOf` at /properties/token_budget\n"
+    with_body = AcceptedNegativeData(
+        operation="GET /api/status", message=body, status_code=200, expected_statuses=["422"]
+    )
+    assert not not_a_violation_as_sent(case, sent("user_id=-5"), with_body)
+
+
 PATHOLOGICAL = ("1, " * 2731)[:8192], ("1 may " * 1400)[:8192]
 
 
