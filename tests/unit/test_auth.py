@@ -237,3 +237,20 @@ def test_local_mode_without_keys_is_refused_off_loopback() -> None:
     with pytest.raises(ConfigurationError, match="loopback"):
         Settings(auth_mode="local", api_host="0.0.0.0")
     assert Settings(auth_mode="keys", api_host="0.0.0.0").api_host == "0.0.0.0"
+
+
+def test_a_cached_key_expiring_while_it_is_read_is_read_from_the_store_not_a_key_error() -> None:
+    # The quick fuzz profile met a 500: the key cache's entry expired between ``in`` and ``[]``
+    # (two clock reads), and the second was a KeyError. A cache whose clock moves on every read
+    # makes that moment happen on each lookup.
+    from cachetools import TTLCache
+
+    keys = MemoryKeys()
+    stored, shown = make_key("n8n", "tenant", "alice", signing=False, now=NOW)
+    keys.add_key(stored)
+    auth = authenticator(keys, cache_s=1.0)
+    ticks = iter(range(10_000))
+    auth._fresh = TTLCache(maxsize=16, ttl=1.0, timer=lambda: next(ticks) * 0.6)
+
+    for _ in range(5):
+        assert auth.bearer(shown.key) == Caller(key_id=stored.id, tenant="alice")
