@@ -145,15 +145,19 @@ def test_the_apps_transport_options_keep_the_fair_share_beside_the_sentinels(tmp
     assert broker["sentinel_kwargs"]["password"] == "sentinel-secret"
 
 
-def test_kombu_takes_the_sentinel_transport_with_every_sentinel(tmp_path: Path) -> None:
+def _broker(tmp_path: Path) -> Connection:
+    """kombu's connection as the workers make it from the Sentinel settings."""
     settings = _settings(tmp_path)
     config = redis_client.celery_config(settings)
-
-    with Connection(
+    return Connection(
         config["broker_url"],
         password=config["broker_password"],
         transport_options=redis_client.transport_options(settings),
-    ) as connection:
+    )
+
+
+def test_kombu_takes_the_sentinel_transport_with_every_sentinel(tmp_path: Path) -> None:
+    with _broker(tmp_path) as connection:
         assert connection.transport_cls == "sentinel"
         assert len(connection.alt) == 3
         assert "node-secret" not in connection.as_uri()
@@ -162,14 +166,7 @@ def test_kombu_takes_the_sentinel_transport_with_every_sentinel(tmp_path: Path) 
 def test_kombu_keeps_the_password_when_it_moves_to_the_next_sentinel(tmp_path: Path) -> None:
     """A lost primary makes kombu switch to the next URL of the list, whose credentials replace the
     connection's: the promoted replica must still be asked with the password."""
-    settings = _settings(tmp_path)
-    config = redis_client.celery_config(settings)
-
-    with Connection(
-        config["broker_url"],
-        password=config["broker_password"],
-        transport_options=redis_client.transport_options(settings),
-    ) as connection:
+    with _broker(tmp_path) as connection:
         connection.maybe_switch_next()
         connection.maybe_switch_next()
 
