@@ -24,12 +24,19 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _PREFIX = "engram:auth:failed:"
 _KEY_ID = re.compile(r"egk_([0-9a-f]{16})_")
+_SIGNING_KEY_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def key_id_of(token: str) -> str | None:
     """The key id an ``egk_<id>_<secret>`` token names (a guess names one too)."""
     match = _KEY_ID.match(token)
     return match.group(1) if match else None
+
+
+def signing_key_id_of(header: str) -> str | None:
+    """The key id a signed request's ``X-Engram-Key-Id`` names, if it has a key id's shape (any
+    other text is not made into a Redis key: the address still counts it)."""
+    return header if _SIGNING_KEY_ID.fullmatch(header) else None
 
 
 class FailedTries:

@@ -7,8 +7,9 @@
 ``X-Engram-Timestamp``, ``X-Engram-Signature``, on ``POST /api/documents`` only: once the key id
 and timestamp hold, the body is read, bounded, to check it, holding one of
 ``ENGRAM_API_UNVERIFIED_READS`` slots: ``producers.http.body_policy``). An
-anonymous request is answered 401 without its body being read. Failed keys are counted per
-address and key id (``shared/failed_tries.py``): past the bound, 429 before any key is looked up.
+anonymous request is answered 401 without its body being read. Failed keys and signatures are
+counted per address and key id (``shared/failed_tries.py``): past the bound, 429 before any key
+is looked up.
 The caller is put in the ASGI scope for the routes (``caller``). ``/metrics`` is checked as
 ``/api`` is (its route wants an admin key). ``/healthz`` and the OpenAPI pages are open.
 
@@ -30,7 +31,7 @@ from producers.http.body_policy import UnverifiedReads, unverified_reads
 from producers.http.wire import BodyTooLarge, answer, read_body, replay, too_many_unverified
 from shared.auth import LOCAL_CALLER, Authenticator, Caller
 from shared.errors import ServiceUnavailable, TooManyFailures, Unauthenticated
-from shared.failed_tries import FailedTries, key_id_of
+from shared.failed_tries import FailedTries, key_id_of, signing_key_id_of
 from shared.redis_client import connect
 from shared.settings import Settings, get_settings, is_loopback
 
@@ -158,11 +159,13 @@ class AuthGuard:
                     # The signature covers the body, not the method or path: it is good for the
                     # one operation a webhook performs.
                     raise Unauthenticated("a signed request is taken by POST /api/documents only")
-                # The key named, and that it signs, before a byte of the body is read.
+                # The key named, and that it signs, before a byte of the body is read. Failures
+                # are counted per address and key id as a Bearer guess's are.
+                key_id = headers.get("x-engram-key-id", "")
+                timestamp = headers.get("x-engram-timestamp", "")
+                counted = partial(self.tries().check, address_of(scope), signing_key_id_of(key_id))
                 await anyio.to_thread.run_sync(
-                    self.authenticator().signing_key,
-                    headers.get("x-engram-key-id", ""),
-                    headers.get("x-engram-timestamp", ""),
+                    counted, partial(self.authenticator().signing_key, key_id, timestamp)
                 )
                 # Read before its signature can vouch for it: one of a few such reads at once.
                 with self.reads.slot() as free:
@@ -173,13 +176,10 @@ class AuthGuard:
                 if body is None:
                     return
                 receive = replay(body, receive)
-                scope[CALLER] = await anyio.to_thread.run_sync(
-                    self.authenticator().signed,
-                    headers.get("x-engram-key-id", ""),
-                    headers.get("x-engram-timestamp", ""),
-                    headers["x-engram-signature"],
-                    body,
+                signed = partial(
+                    self.authenticator().signed, key_id, timestamp, headers["x-engram-signature"], body
                 )
+                scope[CALLER] = await anyio.to_thread.run_sync(counted, signed)
             else:
                 token = api_key_of(headers)
                 bearer = partial(self.authenticator().bearer, token)

@@ -215,3 +215,29 @@ def test_repeated_bearer_guesses_meet_a_429_per_key_id_and_per_address(
     ]
     assert 429 in answers
     assert client_with(keys(f"{tenant}-b").key).get("/api/memories").status_code == 429
+
+
+def test_repeated_forged_signatures_meet_a_429_per_key_id(
+    keys: KeyMaker, tenant: str, settings: Settings
+) -> None:
+    # Given a signing key, and bodies signed with a guessed secret in its name
+    made = keys(tenant, signing=True)
+    assert made.signing_secret is not None
+    body = b'{"id": "guessed", "text": "Signed with a guess."}'
+    hook = client_with()
+
+    def post(secret: str) -> int:
+        timestamp = str(int(time.time()))
+        headers = {
+            "content-type": "application/json",
+            "x-engram-key-id": made.info.id,
+            "x-engram-timestamp": timestamp,
+            "x-engram-signature": signature(secret, timestamp, body),
+        }
+        return hook.post("/api/documents", content=body, headers=headers).status_code
+
+    bound = settings.auth_failures_per_key
+    answers = [post(f"guess{i}") for i in range(bound + 1)]
+    # Then the key id is held off past its bound, as a Bearer guess is, its right secret too
+    assert answers[:bound] == [401] * bound and answers[bound] == 429
+    assert post(made.signing_secret) == 429

@@ -6,7 +6,7 @@ import fakeredis
 import pytest
 
 from shared.errors import TooManyFailures, Unauthenticated
-from shared.failed_tries import FailedTries, key_id_of
+from shared.failed_tries import FailedTries, key_id_of, signing_key_id_of
 
 
 def wrong() -> str:
@@ -47,3 +47,9 @@ def test_success_counts_nothing_and_the_key_id_is_read_from_a_token() -> None:
         assert tries.check("a", "0123456789abcdef", lambda: "ok") == "ok"
     assert key_id_of("egk_0123456789abcdef_" + "A" * 43) == "0123456789abcdef"
     assert key_id_of("not a key") is None
+
+
+def test_a_signed_request_counts_against_its_key_id_only_when_it_names_one() -> None:
+    assert signing_key_id_of("0123456789abcdef") == "0123456789abcdef"
+    for header in ("", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", "x" * 5000, "a:b"):
+        assert signing_key_id_of(header) is None
