@@ -98,6 +98,49 @@ def _words_in(data: Any) -> Iterable[str]:
             yield from _words_in(item)
 
 
+def _bare_short_form(said: str) -> bool:
+    """Whether dateparser found a short form of a month or weekday alone ("we": Wednesday, "sat",
+    "mar the", "may we"): words of a sentence ("what did we do") more often than a time, which
+    needs a date's context ("on wed", "in may", "last sat", "3 mar") to be read as one."""
+    words = _WORD.findall(_normal(said))
+    if not words or any(c.isdigit() for c in said):
+        return False
+    v = _vocabulary()
+    return any(w in v.short_forms for w in words) and all(w in v.short_forms or w in _FILLERS for w in words)
+
+
+def _phrases(text: str, found: list[str]) -> list[str]:
+    """What dateparser found, read as the query's phrases: each widened over the numbers beside it
+    ("3" of "before 3 May 2023", which dateparser finds as "May" and "2023"), and found pieces
+    with nothing but spaces and commas between them joined ("May" "2023": "3 May 2023")."""
+    spans: list[list[int]] = []
+    at = 0
+    for said in found:
+        start = text.find(said, at)
+        if start < 0:
+            continue
+        end = start + len(said)
+        while (word := _NUMBER_BEFORE.search(text, 0, start)) is not None:
+            start = word.start(1)
+        while (word := _NUMBER_AFTER.match(text, end)) is not None:
+            end = word.end()
+        if spans and not text[spans[-1][1] : start].strip(" ,"):
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+        at = end
+    return [text[start:end] for start, end in spans]
+
+
+_NUMBER_BEFORE = re.compile(r"(?:^|\s)(\d{1,4}(?:st|nd|rd|th)?,?)\s+$")
+_NUMBER_AFTER = re.compile(r",?\s+\d{1,4}(?:st|nd|rd|th)?(?=[\s,.;:!?]|$)")
+_FILLERS = frozenset({"the", "of", "and"})
+_NAMES = """
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday
+    """.split()  # noqa: SIM905
+
+
 @dataclass(frozen=True, slots=True)
 class _Vocabulary:
     naming: frozenset[str]
@@ -106,6 +149,8 @@ class _Vocabulary:
     """Words that only join or count."""
     numbers: frozenset[str]
     """Joining words read as a number ("a", "one"), which punctuation beside them can make a date."""
+    short_forms: frozenset[str] = frozenset()
+    """Months' and weekdays' short forms ("jan", "we", "sat"), and "may": words of a sentence too."""
 
 
 @cache
@@ -129,10 +174,12 @@ def _vocabulary() -> _Vocabulary:
         for key, value in rule.items()
         if key.isalpha() and value.isdigit()
     }
+    short = {form.lower() for name in _NAMES for form in info.get(name, []) if form.lower() != name}
     return _Vocabulary(
         naming=frozenset(known - _JOINING),
         joining=frozenset(known & _JOINING),
         numbers=frozenset(numbers & known),
+        short_forms=frozenset({*short, "may"}),
     )
 
 
@@ -257,13 +304,14 @@ def _read(text: str, now: datetime, deadline: float = float("inf")) -> Timeframe
         log.debug("no time read: %s", exc)
         return None
     _spent(deadline)
-    found = [(said, moment) for said, moment in found if not _BARE_NUMBER.match(said)]
-    if not found:
+    found = [said for said, _ in found if not _BARE_NUMBER.match(said)]
+    phrases = [said for said in _phrases(text, found) if not _bare_short_form(said)]
+    if not phrases:
         return None
     parser = DateDataParser(languages=["en"], settings=settings)
-    said = found[0][0]
-    if len(found) > 1:  # "April", "10, 2023" found apart: read them as one when they are one
-        first, last = text.find(found[0][0]), text.find(found[-1][0]) + len(found[-1][0])
+    said = phrases[0]
+    if len(phrases) > 1:  # "April" ... "2023" found apart: read them as one when they are one
+        first, last = text.find(phrases[0]), text.find(phrases[-1]) + len(phrases[-1])
         if 0 <= first < last and parser.get_date_data(text[first:last]).date_obj is not None:
             said = text[first:last]
         _spent(deadline)

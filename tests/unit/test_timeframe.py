@@ -67,7 +67,7 @@ def test_no_time_is_read_where_none_is_named(query: str) -> None:
     [
         "John Turturro 1991 Coen Brothers film",  # a digit
         "What did she paint last Sunday?",  # a naming word
-        "TH Scheme Utilities library",  # "th": Thursday, though a skip word
+        "meet the TH Scheme library on th",  # "th": Thursday, though a skip word
         "is it a and a thing",  # two joining words: 1 January to dateparser
         "x / a",  # a number word with punctuation
         "what did she do yestérday",  # as dateparser reads it: accents dropped
@@ -88,6 +88,55 @@ def test_the_gate_lets_through_every_query_dateparser_reads_a_time_in(query: str
 )
 def test_the_gate_spares_dateparser_a_query_with_no_time_words(query: str) -> None:
     assert not may_name_time(query) and _read(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what did we do",  # "we": Wednesday to dateparser
+        "what did we plan 3",
+        "what may we do",  # "may we": May
+        "mar the table",
+        "fr the team",
+        "TH Scheme Utilities library",
+    ],
+)
+def test_a_short_form_of_a_weekday_or_month_alone_names_no_time(query: str) -> None:
+    # Given a word of a sentence that dateparser also reads as a weekday or a month, with no date
+    # beside it, Then the query names no time
+    assert _read(query, NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "start"),
+    [
+        ("what did we do on 3 May 2023", day(2023, 5, 3)),  # not Wednesday: "we" passed over
+        ("what did I do on wed", day(2023, 10, 18)),
+        ("what happened on Sat", day(2023, 10, 14)),
+        ("what did we do in may", day(2023, 5, 1)),
+        ("on 3 mar", day(2023, 3, 3)),
+    ],
+)
+def test_a_short_form_in_a_dates_context_still_names_its_time(query: str, start: datetime) -> None:
+    found = _read(query, NOW)
+
+    assert found is not None and found.start == start, found
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("What did we say before 3 May 2023?", "3 May 2023"),  # found as "we", "May", "2023"
+        ("what happened before 3rd May, 2023", "3rd May, 2023"),
+        ("until May 3 2023 what did we plan", "May 3 2023"),
+    ],
+)
+def test_a_date_found_in_pieces_is_read_as_one_phrase_with_its_numbers(query: str, said: str) -> None:
+    # Given a date dateparser finds in pieces, a number beside them left out
+    found = _read(query, NOW)
+    # Then it is read whole, and the "before" or "until" in front of it opens the window there
+    assert found is not None and found.said == said, found
+    assert found.start is None and found.end == day(2023, 5, 3), found
 
 
 def test_one_joining_word_among_others_names_no_time() -> None:
