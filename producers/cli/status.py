@@ -36,7 +36,7 @@ def _status(args: argparse.Namespace) -> int:
         else f"{points} points"
     )
     print(
-        f"Neo4j: {stores['neo4j_memories']} memories; Qdrant: {qdrant}"
+        f"Neo4j: {stores['neo4j_memories']} memories; Qdrant ({stores['qdrant']}): {qdrant}"
         + ("" if counted is None else f" (counted {counted})"),
         file=sys.stderr,
     )

@@ -24,6 +24,7 @@ from shared.models import (
 from shared.progress import ProgressRecord
 from shared.redis_client import translated_errors
 from shared.services import census
+from shared.stores.folders import embedded_folder
 from workers import fair_share
 from workers.app import QUEUES, SEARCH_SHOWN, SEARCH_TASK
 
@@ -132,12 +133,19 @@ class Reads(ClientBase):
         share = self.settings.reconcile_min_primary_share
         lost = identity.primary_lost or census.looks_lost(kept, identity.memories, identity.store_id, share)
         return {
+            "qdrant": self._backup(),
             "neo4j_memories": identity.memories,
             "qdrant_points": points,
             "qdrant_points_counted_at": counted_at,
             "store_id": identity.store_id,
             "primary_lost": lost,
         }
+
+    def _backup(self) -> str:
+        """Which backup the counts are of: the server's address, or the embedded folder."""
+        if self.settings.qdrant_url is not None:
+            return f"server {self.settings.qdrant_url}"
+        return f"embedded {embedded_folder(self.settings)}"
 
     def tenant_overview(self, user_id: str) -> TenantOverview:
         """One tenant's documents and memories, and how far Qdrant has them."""

@@ -241,7 +241,8 @@ def default_probes(
             return ServiceHealth(status="down", detail=detail)
         if response.status_code != 200:
             return ServiceHealth(status="down", detail=f"/collections answered {response.status_code}")
-        return ServiceHealth(status="up")
+        # Which backup answered, for an admin (as the embedded folder's path is).
+        return ServiceHealth(status="up", detail=f"server {base}")
 
     def workers_probe() -> WorkersHealth:
         # A connection of its own (one reused loses replies to the previous call's pending read),

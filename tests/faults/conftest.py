@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.stack import FaultStack
-from tests.faults.trial import Context, Options
+from tests.faults.stack import FaultStack, QdrantServerAddress
+from tests.faults.trial import Context, Options, opened
 
 # The soak runs 1.5 minutes on a fixed seed: a failure replays with ops/faults --soak --seed 1 --quick.
 QUICK_OPTIONS = Options(docs=60, quick=True, repair_timeout_s=90, neo4j_outage_s=30, seed=1)
@@ -27,13 +27,7 @@ def context() -> Iterator[Context]:
         pytest.exit(
             "the fault suite runs through ./ops/test or ops/faults, which give it ports of its own", 2
         )
-    stack = FaultStack.from_env(Path(data_dir) / "faults")
-    try:
-        stack.open()
-        context = Context(stack, QUICK_OPTIONS)
-        try:
-            yield context
-        finally:
-            context.close()
-    finally:
-        stack.close()
+    # The backup is the test services': embedded, or ops/test's Qdrant server (its server pass).
+    stack = FaultStack.from_env(Path(data_dir) / "faults", QdrantServerAddress.from_env())
+    with opened(stack, QUICK_OPTIONS) as context:
+        yield context

@@ -1,8 +1,9 @@
-"""Do Neo4j and the embedded Qdrant hold exactly the Memories a tenant should have?
+"""Do Neo4j and the Qdrant backup hold exactly the Memories a tenant should have?
 
-Reading Qdrant means opening its embedded folder, which only one process may do: the check pauses
-the write worker (its owner) for the read, as tests/integration/support.py's qdrant_reader does,
-and reads it through the adapter of the configured engine (local mode or Edge).
+Reading an embedded backup means opening its folder, which only one process may do: the check
+pauses the write worker (its owner) for the read, as tests/integration/support.py's qdrant_reader
+does, and reads it through the adapter of the configured engine (local mode or Edge). A Qdrant
+server is read while the workers run.
 """
 
 from __future__ import annotations
@@ -135,11 +136,15 @@ def check(
 ) -> Parity:
     """Reads both stores (pausing the write worker for Qdrant) and compares them with the expectation."""
     memories, documents = read_neo4j(stack.neo4j, user_id)
-    stack.stop_worker("write", warm=True)
-    try:
+    if stack.qdrant is not None:  # a server is read while the workers run
         with stack.backup() as store:
             points = read_qdrant(store, user_id)
-    finally:
-        stack.start_worker("write")
+    else:
+        stack.stop_worker("write", warm=True)
+        try:
+            with stack.backup() as store:
+                points = read_qdrant(store, user_id)
+        finally:
+            stack.start_worker("write")
     expected_documents = {document_key(user_id, d) for d in document_ids}
     return compare(expected, expected_documents, memories, points, documents)

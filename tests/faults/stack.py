@@ -171,13 +171,35 @@ class Worker:
             _kill(pool)
 
 
+# On a Qdrant server the stack's collections are its own, beside those of whoever else uses it.
+SERVER_PREFIX = "faults"
+
+
+@dataclass(frozen=True, slots=True)
+class QdrantServerAddress:
+    """A Qdrant server the stack's backup lives on; without one the backup is embedded. Under
+    ./ops/test, ENGRAM_QDRANT_URL and ENGRAM_QDRANT_API_KEY name only the server ops/test started
+    (its server pass): it clears the caller's."""
+
+    url: str
+    api_key: str
+
+    @classmethod
+    def from_env(cls) -> QdrantServerAddress | None:
+        url = os.environ.get("ENGRAM_QDRANT_URL")
+        return None if not url else cls(url, os.environ.get("ENGRAM_QDRANT_API_KEY", ""))
+
+
 class FaultStack:
     """Redis, Neo4j and workers in a data folder of their own; torn down by :meth:`close`."""
 
-    def __init__(self, data_dir: Path, redis_port: int, neo4j_port: int) -> None:
+    def __init__(
+        self, data_dir: Path, redis_port: int, neo4j_port: int, qdrant: QdrantServerAddress | None = None
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.redis_port = redis_port
         self.neo4j_port = neo4j_port
+        self.qdrant = qdrant
         self.settings = self._settings()
         self.logs = self.data_dir / "logs"
         self.workers: dict[str, Worker] = {}
@@ -185,24 +207,28 @@ class FaultStack:
         self._neo4j: neo4j.Driver | None = None
 
     @classmethod
-    def from_env(cls, data_dir: Path | None = None) -> FaultStack:
+    def from_env(cls, data_dir: Path | None = None, qdrant: QdrantServerAddress | None = None) -> FaultStack:
         redis_port, neo4j_port = (
             int(p) for p in os.environ.get("ENGRAM_FAULTS_PORTS", DEFAULT_PORTS).split()
         )
         folder = data_dir or Path(os.environ.get("ENGRAM_FAULTS_DATA_DIR", str(ROOT / ".engram-faults")))
-        return cls(folder, redis_port, neo4j_port)
+        return cls(folder, redis_port, neo4j_port, qdrant)
 
     def _settings(self) -> Settings:
         """The stack's settings; its Redis password is the one in its own data folder (read again
         once :meth:`open` has made it), never the caller's ENGRAM_REDIS_PASSWORD."""
-        return Settings(
+        settings = Settings(
             data_dir=self.data_dir,
             redis_url=f"redis://127.0.0.1:{self.redis_port}/0",
             redis_password=None,
             neo4j_uri=f"bolt://127.0.0.1:{self.neo4j_port}",
-            qdrant_url=None,
+            qdrant_url=None if self.qdrant is None else self.qdrant.url,
+            qdrant_api_key=None if self.qdrant is None else self.qdrant.api_key,
             qdrant_path=None,
         )
+        if self.qdrant is None:
+            return settings
+        return settings.model_copy(update={"qdrant_collection_prefix": SERVER_PREFIX})
 
     # Environment of every process of the stack: the ENGRAM_* of this stack over the caller's.
 
@@ -217,6 +243,12 @@ class FaultStack:
             # As ops/ runs workers: SIGTERM is a cold shutdown after the soft-shutdown window.
             REMAP_SIGTERM="SIGQUIT",
         )
+        if self.qdrant is not None:
+            env.update(
+                ENGRAM_QDRANT_URL=self.qdrant.url,
+                ENGRAM_QDRANT_API_KEY=self.qdrant.api_key,
+                ENGRAM_QDRANT_COLLECTION_PREFIX=SERVER_PREFIX,
+            )
         env.update(extra)
         return env
 
@@ -406,7 +438,8 @@ class FaultStack:
     @contextlib.contextmanager
     def backup(self) -> Iterator[SearchableVectorStore | None]:
         """The collection, through the adapter of the configured engine; None when there is none
-        yet (reading it must not make it). Only while the write worker (its owner) is stopped."""
+        yet (reading it must not make it). Embedded: only while the write worker (its owner) is
+        stopped; a server is read while the workers write."""
         connection = connect_vectors(self.settings)
         try:
             if self.dimension not in connection.dimensions_of(self.model):

@@ -80,6 +80,21 @@ class Context:
         self.client.close()
 
 
+@contextmanager
+def opened(stack: FaultStack, options: Options) -> Iterator[Context]:
+    """The stack opened and a Context over it, for a test module; both closed on leaving, passed
+    or failed, the stack even half-opened."""
+    try:
+        stack.open()
+        context = Context(stack, options)
+        try:
+            yield context
+        finally:
+            context.close()
+    finally:
+        stack.close()
+
+
 @dataclass(frozen=True, slots=True)
 class Published:
     task_id: str

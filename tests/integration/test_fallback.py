@@ -1,22 +1,26 @@
 """Search when Neo4j is down: the query worker answers from Qdrant, and says so; both down is a 503.
 
 The query worker alone is restarted against a closed port, so ingestion and the Qdrant folder's
-owner (the write worker, which also serves the ``fallback`` queue) stay as they are.
+owner (the write worker, which also serves the ``fallback`` queue) stay as they are. With a Qdrant
+server the query worker searches the server itself, so "the backup down" is the server stopped
+(through ops/qdrant-server, as an operator would) and started again after the test.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
-from tests.integration.support import Workers, wait_until_finished
+from tests.integration.support import ROOT, Workers, wait_until_finished
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 CLOSED_NEO4J = "bolt://127.0.0.1:9"
 
@@ -56,6 +60,28 @@ FACTS = [
     ),
 ]
 LEAVES = "How do green leaves make food out of light?"
+
+
+@contextmanager
+def backup_down(workers: Workers, settings: Settings) -> Iterator[None]:
+    """No backup to fall back on: the embedded folder's owner (the one consumer of the
+    ``fallback`` queue) stopped, or the Qdrant server stopped; either back when the block ends."""
+    if settings.qdrant_url is None:
+        workers.stop("write")
+        yield  # the fixture below starts it again
+        return
+    qdrant_server("stop")
+    try:
+        yield
+    finally:
+        qdrant_server("start")
+
+
+def qdrant_server(command: str) -> None:
+    done = subprocess.run(
+        [str(ROOT / "ops" / "qdrant-server"), command], cwd=ROOT, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, f"ops/qdrant-server {command}: {done.stdout}{done.stderr}"
 
 
 @pytest.fixture
@@ -149,11 +175,10 @@ def test_neo4j_down_search_answers_from_qdrant_with_the_same_filters(
 def test_neo4j_and_the_fallback_down_is_a_prompt_503_naming_both(
     api: TestClient, settings: Settings, tenant: str, neo4j_down_for_queries: Workers
 ) -> None:
-    # Given Neo4j unreachable for queries and no worker serving the fallback queue
-    neo4j_down_for_queries.stop("write")
-
-    # When a tenant searches
-    status, answer, elapsed = timed_search(api, query=LEAVES, user_id=tenant, top_k=3)
+    # Given Neo4j unreachable for queries and the backup down
+    with backup_down(neo4j_down_for_queries, settings):
+        # When a tenant searches
+        status, answer, elapsed = timed_search(api, query=LEAVES, user_id=tenant, top_k=3)
 
     # Then a 503 names both, well before the search timeout
     assert status == 503, answer

@@ -18,7 +18,7 @@ from shared.settings import Settings
 from tests.integration.documents import ENGRAM, notes, paragraph
 from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points, wait_until_finished
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 
 def post(api: TestClient, body: Any) -> dict[str, Any]:

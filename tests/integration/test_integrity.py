@@ -26,7 +26,7 @@ from tests.integration.support import (
 from workers.app import CHUNK_TASK
 from workers.app import app as celery_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 
 def wait_for_batch(redis_client: redis.Redis, batch_id: str, timeout_s: float = 120) -> None:

@@ -18,7 +18,7 @@ from tests.integration.support import (
     wait_until_finished,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 
 def test_ingest_lands_in_both_stores_with_relations_indexes_and_sync(

@@ -17,7 +17,7 @@ from tests.integration.support import ANY_VERSION, Workers, cypher, qdrant_reade
 from workers.app import RECONCILE_TASK
 from workers.app import app as celery_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 PASSES_A_ROUND = 4
 

@@ -24,7 +24,7 @@ from shared.stores.vectors import connect_vectors
 from tests.integration.documents import FACTS, long_text, post_documents
 from tests.integration.support import DIMENSION, MODEL, WORKERS, Workers, cypher, wait_until_finished
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 NEW_MODEL = "minilm-renamed"
 

@@ -23,7 +23,7 @@ from tests.integration.support import (
     wait_until_finished,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 MEMORIES = """
 MATCH (d:Document {user_id: $u})-[:HAS_CHUNK]->(m:Memory)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from shared.services.restore_lock import KEY, RestoreLock
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 
 @pytest.fixture(autouse=True)

@@ -30,11 +30,11 @@ from shared.services.sync import Syncer
 from shared.stores.base import DocumentWrite
 from shared.stores.neo4j import Neo4jStore, schema_names
 from shared.stores.vectors import connect_vectors
-from tests.faults.stack import FaultStack, wait_for
+from tests.faults.stack import FaultStack, QdrantServerAddress, wait_for
 from tests.unit.fakes import staged
 from workers.app import make_app
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 DOCUMENTS, CHUNKS = 1000, 10  # 10,000 memories
 MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
@@ -53,7 +53,8 @@ def stack() -> Iterator[FaultStack]:
     data_dir = os.environ.get("ENGRAM_DATA_DIR", "")
     if "engram-test" not in data_dir or "ENGRAM_FAULTS_PORTS" not in os.environ:
         pytest.exit("this test runs through ./ops/test, which gives it ports of its own", 2)
-    running = FaultStack.from_env(Path(data_dir) / "restore-running")
+    # Its backup is the test services': embedded, or the Qdrant server ops/test started.
+    running = FaultStack.from_env(Path(data_dir) / "restore-running", QdrantServerAddress.from_env())
     try:
         running.open()
         yield running

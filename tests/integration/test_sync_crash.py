@@ -20,7 +20,7 @@ from shared.settings import Settings
 from tests.integration.documents import ENGRAM, notes
 from tests.integration.support import ROOT, Workers, cypher, qdrant_reader, tenant_points
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.backup]
 NO_DRIFT = {"missing_in_qdrant": 0, "stale_in_qdrant": 0, "orphan_points": 0}
 # A document as a reader sees it: its chunks' texts in order and whether all of them are there;
 # absent when the tenant has no such document.

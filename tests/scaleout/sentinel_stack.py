@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from redis.sentinel import Sentinel
 
 from shared.settings import Settings
-from tests.faults.stack import DEFAULT_PORTS, ROOT, FaultStack, wait_for
+from tests.faults.stack import DEFAULT_PORTS, ROOT, FaultStack, QdrantServerAddress, wait_for
 
 MASTER = "engram"
 SENTINELS = 3
@@ -31,19 +31,23 @@ REDELIVER_AFTER_S = 10
 class SentinelStack(FaultStack):
     """Redis as a primary, a replica and Sentinels; Neo4j and the workers as the fault stack's."""
 
-    def __init__(self, data_dir: Path, base_port: int, neo4j_port: int) -> None:
+    def __init__(
+        self, data_dir: Path, base_port: int, neo4j_port: int, qdrant: QdrantServerAddress | None = None
+    ) -> None:
         self.base_port = base_port
         self.sentinel_ports = [base_port + 2 + i for i in range(SENTINELS)]
         # The Sentinels' own password, made per run; the data nodes' is the data folder's secret.
         self.sentinel_password = secrets.token_urlsafe(24)
-        super().__init__(data_dir, base_port, neo4j_port)
+        super().__init__(data_dir, base_port, neo4j_port, qdrant)
 
     @classmethod
-    def from_env(cls, data_dir: Path | None = None) -> SentinelStack:
+    def from_env(
+        cls, data_dir: Path | None = None, qdrant: QdrantServerAddress | None = None
+    ) -> SentinelStack:
         faults_neo4j = os.environ.get("ENGRAM_FAULTS_PORTS", DEFAULT_PORTS).split()[1]
         base, neo4j_port = os.environ.get("ENGRAM_SENTINEL_PORTS", f"6730 {faults_neo4j}").split()
         folder = data_dir or ROOT / ".engram-sentinel"
-        return cls(folder, int(base), int(neo4j_port))
+        return cls(folder, int(base), int(neo4j_port), qdrant)
 
     def _settings(self) -> Settings:
         return (

@@ -29,7 +29,7 @@ from shared.ids import document_key
 from shared.models import DocumentIn
 from tests.faults.parity import check
 from tests.faults.stack import wait_for
-from tests.faults.trial import Context, Options, Trial
+from tests.faults.trial import Context, Options, Trial, opened
 from tests.scaleout.sentinel_stack import SentinelStack
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
@@ -43,16 +43,8 @@ def context() -> Iterator[Context]:
     data_dir = os.environ.get("ENGRAM_DATA_DIR", "")
     if "engram-test" not in data_dir:
         pytest.exit("the Sentinel fault row runs through ./ops/test, which gives it a folder of its own", 2)
-    stack = SentinelStack.from_env(Path(data_dir) / "sentinel")
-    try:
-        stack.open()
-        context = Context(stack, OPTIONS)
-        try:
-            yield context
-        finally:
-            context.close()
-    finally:
-        stack.close()
+    with opened(SentinelStack.from_env(Path(data_dir) / "sentinel"), OPTIONS) as context:
+        yield context
 
 
 class Probe:

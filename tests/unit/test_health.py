@@ -184,7 +184,7 @@ def test_qdrant_server_is_asked_with_its_api_key(tmp_path: Path) -> None:
     probes.close()
 
     # Then every request carried the key, and an authenticated one was made
-    assert result.status == "up"
+    assert result.status == "up" and result.detail == "server http://qdrant:6333"
     assert [r.url.path for r in seen] == ["/readyz", "/collections"]
     assert all(r.headers["api-key"] == "qdrant-key" for r in seen)
 
