@@ -53,6 +53,7 @@ TASK_MODULES = [
     "workers.query",
     "workers.reconcile",
     "workers.fallback",
+    "workers.redeliver",  # no task: the lost-message pass every worker runs
 ]
 
 __all__ = [
