@@ -28,6 +28,7 @@ from shared.redis_client import translated_errors
 
 _ENTRIES = "engram:ledger"
 _SENT_AT = "engram:ledger:at"
+_PASS = "engram:ledger:pass"  # who runs the lost-message pass this interval (workers/redeliver.py)
 UNACKED = "unacked"  # kombu's hash of delivered, unacknowledged messages (its default name)
 _RESENT = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -98,6 +99,12 @@ class Ledger:
         with translated_errors():
             self._resent(keys=[_ENTRIES, _SENT_AT], args=[sent.task_id, again.dump(), str(again.at)])
 
+    def owed(self, task_id: str) -> Sent | None:
+        """The message of this task id as the ledger holds it, or None once struck."""
+        with translated_errors():
+            raw = cast(bytes | None, self._redis.hget(_ENTRIES, task_id))
+        return None if raw is None else Sent.load(task_id, raw)
+
     def older_than(self, before: float, limit: int) -> list[Sent]:
         """The oldest messages sent before ``before`` (epoch seconds), at most ``limit``."""
         with translated_errors():
@@ -117,6 +124,13 @@ class Ledger:
     def size(self) -> int:
         with translated_errors():
             return cast(int, self._redis.zcard(_SENT_AT))
+
+    def claim_pass(self, owner: str, interval_s: float) -> bool:
+        """True for the one caller, of every process on every host, that runs the lost-message pass
+        in this interval: the claim frees itself after ``interval_s``, whoever made it and
+        whether or not it lives."""
+        with translated_errors():
+            return bool(self._redis.set(_PASS, owner, nx=True, px=max(int(interval_s * 1000), 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,9 @@ class RetryPolicy:
     backoff_max_s: float
     backoff_base_s: float = 1.0
     time_limit_retries: int = 3
-    """A task cut short by its time limit is tried this many more times, not for the budget."""
+    """A task cut short by its time limit is tried this many more times, not for the budget:
+    asked to stop by its soft limit (a Celery retry), or killed by its hard one (its message sent
+    again, ``again_after_hard_limit``)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetryPolicy:
@@ -45,6 +47,14 @@ class RetryPolicy:
     def backoff(self, retries: int) -> float:
         """Seconds before try ``retries + 1``: exponential, capped, with full jitter in its top half."""
         return jittered(self.backoff_base_s, self.backoff_max_s, retries)
+
+    def again_after_hard_limit(self, resends: int) -> bool:
+        """Whether a task killed by its hard time limit, its message already sent ``resends``
+        times again, is sent once more rather than given up. A kill mid-stage is a fault like a
+        lost worker: every stage is idempotent and resumes what is staged, so a busy machine's
+        slow batch gets its tries, as one stopped by the soft limit does; one that outlasts the
+        limit every time ends failed with its reason."""
+        return resends < self.time_limit_retries
 
     def countdown(self, exc: BaseException, retries: int, failing_for_s: float) -> float | None:
         """How long to wait before trying again, or None when the failure is final."""

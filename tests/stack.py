@@ -63,15 +63,39 @@ def neo4j_driver(settings: Settings) -> Iterator[neo4j.Driver]:
     driver.close()
 
 
+_started: list[Workers] = []
+"""The session's stack workers, once a test has asked for them (``without_stack_workers``)."""
+
+
 @pytest.fixture(scope="session")
 def workers(settings: Settings, redis_client: redis.Redis, neo4j_driver: neo4j.Driver) -> Iterator[Workers]:
     running = Workers(settings)
+    _started.append(running)
     try:
         for name in WORKERS:
             running.start(name)
         yield running
     finally:
         running.stop_all()
+        _started.remove(running)
+
+
+@pytest.fixture
+def without_stack_workers() -> Iterator[None]:
+    """None of the stack's own workers takes from the queues while a test runs worker groups of
+    its own (tests/scaleout/test_second_host.py): a third group on the same queues, started for the
+    session by an earlier test, would take the groups' work and write it to its embedded Qdrant.
+    Those stopped here start again after the test."""
+    paused = [(group, group.running()) for group in _started]
+    for group, names in paused:
+        for name in names:
+            group.stop(name)
+    try:
+        yield
+    finally:
+        for group, names in paused:
+            for name in names:
+                group.start(name)
 
 
 @pytest.fixture(scope="session")

@@ -53,6 +53,7 @@ TASK_MODULES = [
     "workers.query",
     "workers.reconcile",
     "workers.fallback",
+    "workers.redeliver",  # no task: the lost-message pass every worker runs
 ]
 
 __all__ = [
@@ -88,7 +89,12 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
     only sends, with no result backend (the HTTP app awaits search results itself, see
     producers/http/results.py). Workers always store results."""
     settings = settings or get_settings()
+    # Kombu's live workers look for messages unacknowledged past the timeout (a dead worker's)
+    # every 10 s, but its Redis transport scans only one look in ``unacked_restore_throttle``
+    # (10 by default): a killed host's task came back 74 to 134 s after the kill, up to 100 s
+    # past the timeout. Each look scans: the settings' bound (pipeline.py) holds again.
     visibility = {"visibility_timeout": settings.visibility_timeout_s}
+    restore = {"unacked_restore_throttle": 1}
     sentinels = redis_client.transport_options(settings)
     app = Celery("engram", include=TASK_MODULES)
     # Broker and result backend: the URL, and the password beside it (never in a URL).
@@ -110,7 +116,7 @@ def make_app(settings: Settings | None = None, results: bool = True) -> Celery:
         # Redis re-delivers unacknowledged messages after this; it must outlast the longest task.
         # And searches are taken by their priority, a tenant's fair share (workers/fair_share.py).
         # With Sentinels, both name the primary to ask them for (shared/redis_client.py).
-        broker_transport_options={**visibility, **fair_share.broker_options(), **sentinels},
+        broker_transport_options={**visibility, **restore, **fair_share.broker_options(), **sentinels},
         result_backend_transport_options={**visibility, **sentinels},
         task_soft_time_limit=settings.task_soft_time_limit_s,
         task_time_limit=settings.task_time_limit_s,

@@ -12,7 +12,7 @@ from shared.services import census, key_backup
 from shared.services.restore_lock import RestoreLock
 from shared.stores.neo4j_keys import Neo4jKeyRows
 from workers.app import QUEUES, RECONCILE_TASK, RESTORE_TASK, app, resend
-from workers.messages import batch_of, batch_refs
+from workers.redeliver import give_up_in
 from workers.stage import container
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,7 @@ def _keep_with_backup(points: dict[str, int]) -> None:
 
 def _give_up(sent: Sent, reason: str) -> None:
     """A stage message lost after every resend: its documents end failed, with the reason."""
-    batch = batch_of(sent.args, sent.task_id)
-    container().progress.set(batch_refs(tuple(sent.args), sent.kwargs), "failed", reason, batch=batch)
+    give_up_in(container().progress)(sent, reason)
 
 
 # Acknowledged on receipt too: a restore outlasts the visibility timeout, and one lost with its

@@ -3,10 +3,12 @@
 Tasks are thin: they parse their message, call a stage service from the container, and send the
 next stage's task. Here, in one place: a transient error is retried with backoff for the
 policy's budget (hours), counted from the first failure, which travels with the retries; a task
-cut short by its soft time limit is tried a few more times (each try resumes what is staged);
-and ``on_failure``, which Celery calls whatever ended the task for good — a permanent error, a
-spent budget, a time limit, staging gone — records every document of the batch ``failed`` with
-the reason, so no document is left in a stage forever.
+cut short by its soft time limit is tried a few more times (each try resumes what is staged), and
+so is one killed by its hard limit: Celery calls ``on_failure`` for it from the worker's main
+process and acknowledges its message, so its message is sent again from the ledger, the policy's
+``time_limit_retries`` times; and ``on_failure``, for whatever ended the task for good — a
+permanent error, a spent budget, a time limit once more, staging gone — records every document of
+the batch ``failed`` with the reason, so no document is left in a stage forever.
 
 A task that cannot reach the broker to send its next stage or its retry (Redis restarting) hands
 its own message back instead (``send_next``, ``retrying``): requeued at once if Redis is back by
@@ -19,22 +21,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from billiard.einfo import ExceptionInfo
 from celery import Task, states
-from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded, TimeLimitExceeded
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from shared.container import Container
 from shared.errors import EngramError, ServiceUnavailable
-from shared.ledger import Owed
+from shared.ledger import Owed, Sent
+from shared.retry import RetryPolicy
 from shared.settings import get_settings
-from workers.app import send_stage
+from workers.app import resend, send_stage
 from workers.messages import batch_of, batch_refs
 
 log = logging.getLogger(__name__)
@@ -44,9 +47,19 @@ log = logging.getLogger(__name__)
 BROKER_LOST: tuple[type[BaseException], ...] = (OperationalError, RedisError, OSError, AttributeError)
 # The same, once the ledger's write has translated it (shared/ledger.py).
 SEND_LOST: tuple[type[BaseException], ...] = (*BROKER_LOST, ServiceUnavailable)
+# And any of Redis's failures on the ledger's side too.
+RESEND_FAILED: tuple[type[BaseException], ...] = (*BROKER_LOST, EngramError)
 
 
 _container_lock = threading.Lock()
+_sent_again: set[str] = set()
+"""Task ids whose message ``on_failure`` sent again after a hard time limit: still owed."""
+
+
+class Resendable(Protocol):
+    def owed(self, task_id: str) -> Sent | None: ...
+
+    def resent(self, sent: Sent) -> None: ...
 
 
 @cache
@@ -81,7 +94,7 @@ class StageTask(Task):  # type: ignore[misc]
         """A task that ended for good (its next stage sent, or its documents recorded failed) is
         struck off the ledger; a retry or a message handed back stays owed. Redis away: the entry
         stays, and at worst the stage runs once more when its message is judged lost."""
-        if status not in (states.SUCCESS, states.FAILURE):
+        if status not in (states.SUCCESS, states.FAILURE) or _take(_sent_again, task_id):
             return
         try:
             container().ledger.strike(task_id)
@@ -96,6 +109,8 @@ class StageTask(Task):  # type: ignore[misc]
         kwargs: dict[str, Any],
         einfo: ExceptionInfo,
     ) -> None:
+        if isinstance(exc, TimeLimitExceeded) and self._sent_again(task_id):
+            return
         documents = batch_refs(args, kwargs)
         batch = batch_of(args, task_id)
         log.error("%s %s gave up on %d documents: %s", self.name, task_id, len(documents), exc)
@@ -104,6 +119,40 @@ class StageTask(Task):  # type: ignore[misc]
             container().progress.set(documents, "failed", reason, batch=batch)
         except EngramError as record_error:
             log.error("could not record the failure of %s: %s", task_id, record_error)
+
+    def _sent_again(self, task_id: str) -> bool:
+        c = container()
+        try:
+            again = send_again_after_hard_limit(
+                c.ledger, c.retry_policy, lambda s: resend(self.app, s), task_id
+            )
+        except RESEND_FAILED as exc:
+            log.error("%s %s killed by its time limit could not be sent again: %s", self.name, task_id, exc)
+            return False
+        if again:
+            _sent_again.add(task_id)
+            log.warning("%s %s killed by its hard time limit; its message is sent again", self.name, task_id)
+        return again
+
+
+def send_again_after_hard_limit(
+    ledger: Resendable, policy: RetryPolicy, send: Callable[[Sent], None], task_id: str
+) -> bool:
+    """Sends again, under its task id, the message of a task its hard time limit killed, while the
+    policy gives it tries; False when it is given up (or no longer owed)."""
+    sent = ledger.owed(task_id)
+    if sent is None or not policy.again_after_hard_limit(sent.resends):
+        return False
+    send(sent)
+    ledger.resent(sent)
+    return True
+
+
+def _take(ids: set[str], task_id: str) -> bool:
+    if task_id not in ids:
+        return False
+    ids.discard(task_id)
+    return True
 
 
 @contextmanager

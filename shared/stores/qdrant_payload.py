@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from billiard.exceptions import SoftTimeLimitExceeded
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from shared.errors import ConfigurationError, ServiceUnavailable, VectorStoreRejected
@@ -59,11 +60,28 @@ def translated_errors(where: str) -> Iterator[None]:
             raise VectorStoreRejected(f"qdrant refused {message}") from exc
         raise ServiceUnavailable("qdrant", message, HINT) from exc
     except (ResponseHandlingException, httpx.HTTPError, OSError, sqlite3.Error) as exc:
+        stopped = _time_limit_in(exc)
+        if stopped is not None:
+            raise stopped from None
         raise ServiceUnavailable("qdrant", f"{where}: {type(exc).__name__}: {exc}", HINT) from exc
     except RuntimeError as exc:  # the embedded client's "folder already accessed" lock error
         raise ServiceUnavailable("qdrant", f"{where}: {exc}", HINT) from exc
     except ValueError as exc:  # the embedded client's check of a point (a vector of the wrong size)
         raise VectorStoreRejected(f"qdrant refused {where}: {exc}") from exc
+
+
+def _time_limit_in(exc: BaseException) -> SoftTimeLimitExceeded | None:
+    """The task's soft time limit, when it is what qdrant-client wrapped (it wraps whatever its
+    request raised): the task must stop and be retried, not take it for an outage. Taken for one,
+    the write stage recorded its Memories' sync failed for the reconciler and called its documents
+    done, on a busy machine with Memories missing from Qdrant until the next pass."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None or isinstance(seen, SoftTimeLimitExceeded):
+            return seen
+        source = getattr(seen, "source", None)
+        seen = source if isinstance(source, BaseException) else (seen.__cause__ or seen.__context__)
+    return None
 
 
 def point_state(point_id: object, payload: Mapping[str, object] | None) -> PointState:

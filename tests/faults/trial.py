@@ -236,8 +236,10 @@ class Trial:
         if reconcile:
             if unfinished:  # no message left to finish them: the pass sends lost ones again after the grace
                 time.sleep(self.stack.settings.redeliver_after_s)
-            if self.reconcile().get("redelivered"):
-                self.settle()  # the messages sent again run through the pipeline, both stores written
+            # The messages sent again (by this pass, or by the workers' own during the wait:
+            # workers/redeliver.py) run through the pipeline, both stores written
+            if self.reconcile().get("redelivered") or unfinished:
+                self.settle()
         repaired_at = time.monotonic()
         expected = self.expectation.memories()
         try:

@@ -112,6 +112,9 @@ class Workers:
         for name in list(self._processes):
             self.stop(name)
 
+    def running(self) -> list[str]:
+        return [name for name, process in self._processes.items() if process.poll() is None]
+
 
 def cypher(driver: neo4j.Driver, query: str, **params: Any) -> list[dict[str, Any]]:
     records, _, _ = driver.execute_query(query, params)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kombu.transport.redis import Channel
 
 from shared.settings import Settings, get_settings
 from workers import fair_share
@@ -50,6 +51,15 @@ def test_visibility_timeout_is_set_for_broker_and_results_and_outlasts_the_time_
     assert broker > app.conf.task_time_limit
     assert app.conf.task_time_limit == settings.task_time_limit_s
     assert app.conf.task_soft_time_limit == settings.task_soft_time_limit_s
+
+
+def test_a_dead_workers_task_is_looked_for_every_ten_seconds_past_the_visibility_timeout() -> None:
+    # Kombu's workers look every ``unacked_restore_interval`` seconds but scan only one look in
+    # ``unacked_restore_throttle``: the settings' bound (pipeline.py) counts 10 s past the timeout
+    options = app.conf.broker_transport_options
+    interval = options.get("unacked_restore_interval", Channel.unacked_restore_interval)
+    throttle = options.get("unacked_restore_throttle", Channel.unacked_restore_throttle)
+    assert interval * throttle <= 10
     assert app.conf.task_soft_time_limit < app.conf.task_time_limit
 
 
@@ -126,7 +136,11 @@ def test_app_follows_the_settings(fresh_settings: pytest.MonkeyPatch, tmp_path: 
 
     # Then it carries them
     assert made.conf.broker_url == "redis://127.0.0.1:6390/3"
-    assert made.conf.broker_transport_options == {"visibility_timeout": 300, **fair_share.broker_options()}
+    assert made.conf.broker_transport_options == {
+        "visibility_timeout": 300,
+        "unacked_restore_throttle": 1,
+        **fair_share.broker_options(),
+    }
     assert made.conf.result_backend_transport_options == {"visibility_timeout": 300}
     assert (made.conf.task_soft_time_limit, made.conf.task_time_limit) == (100, 200)
     assert isinstance(get_settings(), Settings)

@@ -1,4 +1,5 @@
-"""A stage task that cannot reach the broker hands its message back rather than dropping it."""
+"""A stage task that cannot reach the broker hands its message back rather than dropping it, and
+one its hard time limit killed is sent again while the retry policy gives it tries."""
 
 from __future__ import annotations
 
@@ -6,17 +7,19 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
+import fakeredis
 import pytest
 from celery.exceptions import Reject
 from kombu.exceptions import OperationalError
 
 from shared.errors import ServiceUnavailable
 from shared.ids import document_key
-from shared.ledger import Sent
+from shared.ledger import Ledger, Sent
+from shared.retry import RetryPolicy
 from workers.app import EMBED_TASK, WRITE_TASK
 from workers.ingest import parse
 from workers.messages import batch_refs
-from workers.stage import _retry, send_next
+from workers.stage import _retry, send_again_after_hard_limit, send_next
 
 
 class UnsentRetryTask:
@@ -123,3 +126,29 @@ def test_a_forced_document_is_marked_so_and_still_named_when_its_batch_fails() -
         (document_key("alice", "again"), 4),
         (document_key("alice", "plain"), 4),
     ]
+
+
+def test_a_task_killed_by_its_hard_time_limit_is_sent_again_as_often_as_the_policy_says() -> None:
+    # Given a write message in the ledger, and a policy giving three more tries after a time limit
+    ledger = Ledger(fakeredis.FakeRedis(), clock=lambda: 1000.0)
+    recorded = ledger.record(WRITE_TASK, "write", ("batch",), {"documents": [["k", 1]]})
+    policy = RetryPolicy(budget_s=3600, backoff_max_s=25, time_limit_retries=3)
+    sent: list[Sent] = []
+
+    # When its task is killed by the hard limit each time it runs
+    tries = [send_again_after_hard_limit(ledger, policy, sent.append, recorded.task_id) for _ in range(4)]
+
+    # Then its message is sent again, as it was and under its id, three times; the fourth kill
+    # gives it up (on_failure records its documents failed), and it stays owed until then
+    assert tries == [True, True, True, False]
+    assert {(s.task_id, s.name, tuple(s.args)) for s in sent} == {(recorded.task_id, WRITE_TASK, ("batch",))}
+    owed = ledger.owed(recorded.task_id)
+    assert owed is not None and owed.resends == 3
+
+
+def test_a_task_no_longer_owed_is_not_sent_again_after_a_hard_limit() -> None:
+    ledger = Ledger(fakeredis.FakeRedis())
+    sent: list[Sent] = []
+    policy = RetryPolicy(budget_s=3600, backoff_max_s=25)
+    assert send_again_after_hard_limit(ledger, policy, sent.append, "struck-long-ago") is False
+    assert sent == []
