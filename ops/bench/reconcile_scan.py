@@ -29,6 +29,18 @@ Qdrant server, ENGRAM_QDRANT_URL) is first filled from Neo4j as ``engram restore
     ENGRAM_QDRANT_URL=http://127.0.0.1:6333 ENGRAM_QDRANT_API_KEY=... \
         PYTHONPATH=. .venv/bin/python ops/bench/reconcile_scan.py --sizes 10000 --repair --searches 200
 
+Growing is the slow part (Neo4j's write and read-back of each Memory: 80 ms a Memory here on
+two cores at load 20, 2 hours for 100k). Two options make it shorter, the store built the same
+(the same ``write_documents``, the same ``Syncer``, the same payload):
+
+  --writers N     N batches written and synced at once, as N write workers would;
+  --also-url URL  every batch the Syncer writes goes to a Qdrant server too (its key in
+                  ENGRAM_SCAN_ALSO_API_KEY), so the second run, on the server, needs no fill (and
+                  times none: the move's figure is then the 10k one).
+
+A build cut short is taken up again: its pending Memories are synced, numbering goes on after the
+last document.
+
 The code measured is whichever ``shared`` is imported: to measure another commit's on the same
 store, ``git archive <commit> shared | tar -x -C /tmp/before`` and run with PYTHONPATH=/tmp/before.
 Refuses a store holding Memories of other tenants.
@@ -39,16 +51,19 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import random
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import numpy as np
+from pydantic import SecretStr
 
 import shared
 from shared.container import Container
@@ -79,6 +94,10 @@ SET m.vector_sync = 'failed', m.vector_sync_error = 'scan bench: backup write re
     m.vector_sync_attempts = 1, m.vector_sync_retry_at = datetime() - duration('PT1M')
 RETURN count(m) AS n
 """
+UNSYNCED: LiteralString = (
+    "MATCH (m:Memory) WHERE m.user_id = $tenant AND m.vector_sync <> 'synced' RETURN m.id AS id"
+)
+LAST_DOCUMENT: LiteralString = "MATCH (m:Memory) WHERE m.user_id = $tenant RETURN max(m.document_id) AS last"
 NOT_SYNCED: LiteralString = "MATCH (m:Memory) WHERE m.vector_sync <> 'synced' RETURN count(m) AS n"
 
 
@@ -164,35 +183,78 @@ def _unsynchronised(container: Container) -> Iterator[None]:
             connection.execute("PRAGMA synchronous=FULL")
 
 
-def _grow(container: Container, size: int, held: int) -> dict[str, float]:
+class _Both:
+    """Two backups' stores of one model as one: the Syncer's every write goes to both (--also-url)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def upsert(self, points: Any) -> None:
+        self.first.upsert(points)
+        self.second.upsert(points)
+
+    def delete(self, versions: Any) -> None:
+        self.first.delete(versions)
+        self.second.delete(versions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.first, name)
+
+
+def _grow(container: Container, size: int, held: int, writers: int, also: Container | None) -> dict[str, Any]:
     """Writes and syncs documents until the store holds ``size`` Memories."""
     with _unsynchronised(container):
-        return _write(container, size, held)
+        return _write(container, size, held, writers, also)
 
 
-def _write(container: Container, size: int, held: int) -> dict[str, float]:
+def _write(
+    container: Container, size: int, held: int, writers: int, also: Container | None
+) -> dict[str, Any]:
+    """Batches of documents, each written by ``write_documents`` then synced by the ``Syncer``, as
+    the write stage does, ``writers`` batches at once (as that many write workers would)."""
     graph = container.graph
-    syncer = Syncer(graph, container.vectors, utc_now)
-    rng = random.Random(held)
-    started = time.perf_counter()
-    write_s = sync_s = 0.0
-    documents = held // CHUNKS
-    while documents * CHUNKS < size:
-        count = min(DOCUMENTS_PER_WRITE, -(-(size - documents * CHUNKS) // CHUNKS))
-        writes = _documents(documents, count, rng, version=1)
+    vectors: Any = container.vectors
+    if also is not None:
+        vectors = lambda model, dim: _Both(container.vectors(model, dim), also.vectors(model, dim))  # noqa: E731
+    syncer = Syncer(graph, vectors, utc_now)
+    # A build cut short (the bench stopped, a sync failed) leaves batches written and not synced,
+    # and a batch written past one never written: they are synced first, and numbering goes on
+    # after the last document.
+    left = [str(r["id"]) for r in graph.read_rows(UNSYNCED, tenant=TENANT)]
+    if left and syncer.sync(left).error:
+        raise SystemExit("the sync of an earlier build's unsynced Memories failed")
+    after = graph.read_rows(LAST_DOCUMENT, tenant=TENANT)[0]["last"]
+    first = 0 if after is None else int(str(after).removeprefix("doc-")) + 1
+    last = first + -(-(size - held) // CHUNKS)
+    batches = [(n, min(DOCUMENTS_PER_WRITE, last - n)) for n in range(first, last, DOCUMENTS_PER_WRITE)]
+
+    def one(batch: tuple[int, int]) -> tuple[float, float, int]:
+        n, count = batch
+        writes = _documents(n, count, random.Random(n), version=1)
         t0 = time.perf_counter()
         outcome = graph.write_documents(writes)
         t1 = time.perf_counter()
         synced = syncer.sync(outcome.memory_ids)
-        write_s, sync_s = write_s + t1 - t0, sync_s + time.perf_counter() - t1
         if synced.error:
             raise SystemExit(f"sync failed: {synced.error}")
-        documents += count
-        if documents % 500 == 0:
-            print(
-                f"  {documents * CHUNKS:,} memories ({time.perf_counter() - started:.0f} s)", file=sys.stderr
-            )
-    return {"neo4j_write_s": write_s, "qdrant_sync_s": sync_s}
+        return t1 - t0, time.perf_counter() - t1, count
+
+    started = time.perf_counter()
+    write_s = sync_s = 0.0
+    documents = first
+    with ThreadPoolExecutor(writers) as pool:
+        for w, s, count in pool.map(one, batches):
+            write_s, sync_s, documents = write_s + w, sync_s + s, documents + count
+            if documents % 500 == 0:
+                took = time.perf_counter() - started
+                print(f"  {documents * CHUNKS:,} memories ({took:.0f} s)", file=sys.stderr, flush=True)
+    return {
+        "seconds": round(time.perf_counter() - started, 3),
+        "writers": writers,
+        "neo4j_write_s": round(write_s, 3),
+        "qdrant_sync_s": round(sync_s, 3),
+        "also_url": None if also is None else also.settings.qdrant_url,
+    }
 
 
 def _reconciler(container: Container, timings: Timings) -> Reconciler:
@@ -297,11 +359,22 @@ def main() -> int:
     parser.add_argument("--repair", action="store_true", help="also time the repair of 10,000 failed syncs")
     parser.add_argument("--searches", type=int, default=0, help="also time this many searches of the backup")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--writers", type=int, default=1, help="batches written and synced at once")
+    parser.add_argument(
+        "--also-url",
+        help="while growing, sync each batch to this Qdrant server too (key: ENGRAM_SCAN_ALSO_API_KEY)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = get_settings().model_copy(update={"graph_entities": "off"})
     container = Container(settings)
     container.graph.ensure_schema(MODEL, DIM)
+    also = None
+    if args.also_url:
+        key = SecretStr(os.environ["ENGRAM_SCAN_ALSO_API_KEY"])
+        # 60 s, not the 10 s default: at load 30 a 1,000-point upsert timed out (the build only).
+        update = {"qdrant_url": args.also_url, "qdrant_api_key": key, "qdrant_timeout_s": 60.0}
+        also = Container(settings.model_copy(update=update))
     print(
         f"code: {shared.__file__}; qdrant: {settings.qdrant_url or embedded_folder(settings)}",
         file=sys.stderr,
@@ -312,7 +385,7 @@ def main() -> int:
         if counts.get(False):
             raise SystemExit(f"the store holds {counts[False]} Memories of other tenants: use an empty one")
         held = counts.get(True, 0)
-        built = _grow(container, size, held) if held < size else {}
+        built = _grow(container, max(size, held), held, args.writers, also)
         result: dict[str, Any] = {"memories": max(size, held), "build": built}
         # The worker holds its client open: the embedded folder is read once, not in every pass.
         started = time.perf_counter()
@@ -337,6 +410,8 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=2)
     container.qdrant.close()
+    if also is not None:
+        also.qdrant.close()
     container.graph.close()
     return 0
 
