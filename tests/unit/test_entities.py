@@ -216,3 +216,20 @@ def test_a_date_asked_for_by_its_shown_name_resolves_to_the_key_it_was_stored_by
     assert stored and all(entity_key(name) == key for name, key in stored.items())
     assert entity_key("3  may 2024") == "2024-05-03" and entity_key("2024-05-03") == "2024-05-03"
     assert entity_key("The Louvre's") == "louvre" and entity_key("May") == "may"
+
+
+def test_what_precedes_a_name_is_read_across_any_whitespace_as_before() -> None:
+    # Given names after long and mixed whitespace, a place word, "the" in capitals, a sentence's
+    # end followed by blank lines, and "in" that is only part of a word before it ("bathe")
+    text = "We flew   \n  from  THE\n\tLouvre to Paris.\n\n  Anything new? Then visiting\u00a0Berlin; Monday Mass in bathe Rome"
+    # When extracted (what precedes each phrase is now read backwards from it)
+    found = keys(text)
+    # Then each is read as the forward patterns read it
+    assert found == [
+        ("louvre", "place"),
+        ("paris", "place"),
+        ("anything", "person"),
+        ("berlin", "place"),
+        ("mass", "person"),
+        ("rome", "person"),
+    ]
