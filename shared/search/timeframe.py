@@ -24,7 +24,7 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -109,10 +109,12 @@ def _bare_short_form(said: str) -> bool:
     return any(w in v.short_forms for w in words) and all(w in v.short_forms or w in _FILLERS for w in words)
 
 
-def _phrases(text: str, found: list[str]) -> list[str]:
+def _phrases(text: str, found: list[str], reads: Callable[[str], bool]) -> list[str]:
     """What dateparser found, read as the query's phrases: each widened over the numbers beside it
-    ("3" of "before 3 May 2023", which dateparser finds as "May" and "2023"), and found pieces
-    with nothing but spaces and commas between them joined ("May" "2023": "3 May 2023")."""
+    and a month's name before them ("3" of "before 3 May 2023", which dateparser finds as "May"
+    and "2023"; "August 3," of "August 3, 2023", found as "2023"), and found pieces with nothing
+    but spaces and commas between them joined when ``reads`` reads them as one ("May" "2023":
+    "3 May 2023"; not "two weeks before" "August 11, 2023")."""
     spans: list[list[int]] = []
     at = 0
     for said in found:
@@ -122,9 +124,11 @@ def _phrases(text: str, found: list[str]) -> list[str]:
         end = start + len(said)
         while (word := _NUMBER_BEFORE.search(text, 0, start)) is not None:
             start = word.start(1)
+            if (month := _MONTH_BEFORE.search(text, 0, start)) is not None:  # "August" of "August 3,"
+                start = month.start(1)
         while (word := _NUMBER_AFTER.match(text, end)) is not None:
             end = word.end()
-        if spans and not text[spans[-1][1] : start].strip(" ,"):
+        if spans and not text[spans[-1][1] : start].strip(" ,") and reads(text[spans[-1][0] : end]):
             spans[-1][1] = max(spans[-1][1], end)
         else:
             spans.append([start, end])
@@ -133,6 +137,9 @@ def _phrases(text: str, found: list[str]) -> list[str]:
 
 
 _NUMBER_BEFORE = re.compile(r"(?:^|\s)(\d{1,4}(?:st|nd|rd|th)?,?)\s+$")
+_MONTH_BEFORE = re.compile(
+    r"(?:^|\s)((?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?)\s+$", re.IGNORECASE
+)
 _NUMBER_AFTER = re.compile(r",?\s+\d{1,4}(?:st|nd|rd|th)?(?=[\s,.;:!?]|$)")
 _FILLERS = frozenset({"the", "of", "and"})
 _NAMES = """
@@ -305,10 +312,15 @@ def _read(text: str, now: datetime, deadline: float = float("inf")) -> Timeframe
         return None
     _spent(deadline)
     found = [said for said, _ in found if not _BARE_NUMBER.match(said)]
-    phrases = [said for said in _phrases(text, found) if not _bare_short_form(said)]
+    parser = DateDataParser(languages=["en"], settings=settings)
+
+    def reads(said: str) -> bool:
+        return parser.get_date_data(said).date_obj is not None
+
+    phrases = [said for said in _phrases(text, found, reads) if not _bare_short_form(said)]
     if not phrases:
         return None
-    parser = DateDataParser(languages=["en"], settings=settings)
+    _spent(deadline)
     said = phrases[0]
     if len(phrases) > 1:  # "April" ... "2023" found apart: read them as one when they are one
         first, last = text.find(phrases[0]), text.find(phrases[-1]) + len(phrases[-1])

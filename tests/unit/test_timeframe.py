@@ -206,3 +206,22 @@ def test_the_first_query_of_a_process_reads_its_time_though_dateparser_loads_the
     # When its first query names a time, Then the time is read: the load is not the query's budget
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "2023-05-01T00:00:00+00:00"
+
+
+def test_pieces_that_do_not_read_as_one_date_stay_apart() -> None:
+    # Given a relative time and a date side by side, which dateparser cannot read as one
+    found = _read("what did she get two weeks before August 11, 2023", NOW)
+    # Then the first is read alone, as it was before pieces were joined
+    assert found is not None and found.said == "two weeks before", found
+
+
+def test_a_bare_weekday_short_form_in_a_keyword_query_names_no_time() -> None:
+    assert _read("pet turtles basking sun", NOW) is None
+
+
+def test_a_month_before_the_number_is_part_of_the_phrase() -> None:
+    # Given a date dateparser finds as its year alone ("2023")
+    found = _read("What did John do the week before August 3, 2023?", NOW)
+    # Then it is read as the day, the window open before it (not the year, nor March: "3, 2023")
+    assert found is not None and found.said == "August 3, 2023", found
+    assert found.start is None and found.end == day(2023, 8, 3), found
