@@ -3,8 +3,9 @@
 The stack (Redis, Neo4j, workers) is separate from the one the integration tests use, because
 these scenarios stop, kill and restart it; ops/test gives it ports of its own through
 ENGRAM_FAULTS_PORTS. Its backup is embedded, or the Qdrant server of ops/test's server pass
-(ENGRAM_QDRANT_URL), where the rows that break the embedded folder's own storage do not apply. It is torn down when the module ends, passed or failed (tests/faults/conftest.py,
-shared with test_restore_faults.py).
+(ENGRAM_QDRANT_URL), where it runs the rows whose subject is the backup (``QUICK_ON_SERVER``).
+It is torn down when the module ends, passed or failed (tests/faults/conftest.py, shared with
+test_restore_faults.py).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from tests.faults.stack import FaultStack, QdrantServerAddress, wait_for
 from tests.unit.fakes import staged
 from workers.app import make_app
 
-pytestmark = [pytest.mark.integration, pytest.mark.backup]
+pytestmark = pytest.mark.integration
 
 DOCUMENTS, CHUNKS = 1000, 10  # 10,000 memories
 MODEL, DIMENSION = "all-MiniLM-L6-v2", 384
@@ -130,6 +130,7 @@ def _took(step: str, since: float) -> float:
 
 
 @pytest.mark.timeout(1500)  # a few minutes alone; the bound leaves room for a loaded machine
+@pytest.mark.backup  # restored from the backup; the kill row below is Redis's and Neo4j's alone
 def test_a_primary_wiped_under_running_workers_comes_back_whole(stack: FaultStack) -> None:
     # Given 10,000 memories in step, the app running, three keys (one signing, one revoked)
     at = time.monotonic()
