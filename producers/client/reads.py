@@ -112,9 +112,9 @@ class Reads(ClientBase):
         }
 
     def stores(self) -> dict[str, Any]:
-        """Memories in Neo4j beside points in Qdrant (counted now with a server; as the last
-        reconcile pass counted them when embedded, as only its owner may open the folder), and
-        whether the reconciler found the primary lost."""
+        """Memories in Neo4j beside points in Qdrant, over every model's collection (counted now
+        with a server; as the last reconcile pass counted them when embedded, as only its owner
+        may open the folder), and whether the reconciler found the primary lost."""
         identity = self._store().identity()
         points: int | None = identity.qdrant_points
         counted_at = identity.checked_at
@@ -122,7 +122,10 @@ class Reads(ClientBase):
         if self.settings.qdrant_url is not None and stored is not None:
             connection = self._container.vector_connection()
             try:
-                points, counted_at = connection.store(*stored).count(), utc_now()
+                # Every model's collection, as the reconciler counts them (a re-embedding leaves
+                # two): the same figure as the embedded backup's last pass records.
+                models = sorted({stored, *connection.models()})
+                points, counted_at = sum(connection.store(*m).count() for m in models), utc_now()
             finally:
                 connection.close()
         # The owner's last census (Redis): a primary wiped since is told now, not after a pass.
