@@ -17,7 +17,7 @@ import neo4j
 import redis
 from fastapi.testclient import TestClient
 
-from shared.auth import NewKey
+from shared.auth import NewKey, signature
 from shared.settings import Settings
 from shared.stores.base import SearchableVectorStore, VectorPoint, VectorStore
 from shared.stores.vectors import connect_vectors
@@ -175,3 +175,14 @@ def forget_failed_tries(client: redis.Redis) -> None:
     found = list(client.scan_iter(match="engram:auth:failed:*", count=1000))
     if found:
         client.delete(*found)
+
+
+def signed_headers(key_id: str, secret: str, body: bytes) -> dict[str, str]:
+    """A signed webhook's headers for ``body``, signed now with ``secret`` in ``key_id``'s name."""
+    now = str(int(time.time()))
+    return {
+        "content-type": "application/json",
+        "x-engram-key-id": key_id,
+        "x-engram-timestamp": now,
+        "x-engram-signature": signature(secret, now, body),
+    }

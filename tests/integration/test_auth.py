@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from producers.http.deps import authenticator
 from shared.auth import signature
 from shared.settings import Settings
-from tests.integration.support import KeyMaker, wait_until_finished
+from tests.integration.support import KeyMaker, signed_headers, wait_until_finished
 from tests.integration.tenants import client_with
 
 pytestmark = pytest.mark.integration
@@ -227,13 +227,7 @@ def test_repeated_forged_signatures_meet_a_429_per_key_id(
     hook = client_with()
 
     def post(secret: str) -> int:
-        timestamp = str(int(time.time()))
-        headers = {
-            "content-type": "application/json",
-            "x-engram-key-id": made.info.id,
-            "x-engram-timestamp": timestamp,
-            "x-engram-signature": signature(secret, timestamp, body),
-        }
+        headers = signed_headers(made.info.id, secret, body)
         return hook.post("/api/documents", content=body, headers=headers).status_code
 
     bound = settings.auth_failures_per_key

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from producers.http.app import app
 from shared.auth import signature
 from shared.settings import get_settings
-from tests.integration.support import APP_URL, KeyMaker
+from tests.integration.support import APP_URL, KeyMaker, signed_headers
 from tests.integration.tenants import client_with
 
 pytestmark = pytest.mark.integration
@@ -397,13 +397,7 @@ def test_a_signing_secret_rests_sealed_in_neo4j_and_rotates(
 
     def post(secret: str, text: str) -> int:
         body = json.dumps({"id": text, "text": text}).encode()
-        now = str(int(time.time()))
-        headers = {
-            "content-type": "application/json",
-            "x-engram-key-id": made.info.id,
-            "x-engram-timestamp": now,
-            "x-engram-signature": signature(secret, now, body),
-        }
+        headers = signed_headers(made.info.id, secret, body)
         return client_with().post("/api/documents", content=body, headers=headers).status_code
 
     # And the secret it was shown signs
