@@ -38,6 +38,9 @@ from shared.stores.base import GraphStore, VectorStores
 
 log = logging.getLogger(__name__)
 
+# Batches of the backlog read at once: the read's cost is the ordering of every due row.
+BACKLOG_READ_BATCHES = 8
+
 
 class ReconcileReport(BaseModel):
     dry_run: bool
@@ -168,17 +171,21 @@ class Reconciler:
         return report
 
     def _drain_backlog(self, report: ReconcileReport, pending_before: datetime, now: datetime) -> None:
-        for _ in range(report.backlog // self._batch + 2):
-            ids = self._graph.sync_backlog(pending_before, now, self._batch)
+        # Each read of the backlog orders every due row, so it is read a page of several batches
+        # at a time: at 100k with 10,000 failed, one read per batch was 10 of a repair's 38 s.
+        page = self._batch * BACKLOG_READ_BATCHES
+        for _ in range(report.backlog // page + 2):
+            ids = self._graph.sync_backlog(pending_before, now, page)
             if not ids:
                 return
-            outcome = self._syncer.sync(ids)
-            report.resynced += outcome.synced
-            report.deleted += outcome.deleted
-            report.still_failed += outcome.failed
-            if outcome.error and not outcome.permanent:
-                report.error = outcome.error
-                return
+            for start in range(0, len(ids), self._batch):
+                outcome = self._syncer.sync(ids[start : start + self._batch])
+                report.resynced += outcome.synced
+                report.deleted += outcome.deleted
+                report.still_failed += outcome.failed
+                if outcome.error and not outcome.permanent:
+                    report.error = outcome.error
+                    return
 
     def _check_primary(self, report: ReconcileReport, dry_run: bool) -> dict[str, Verdict]:
         """The guard's verdict on each collection, before anything is repaired."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from shared.errors import ServiceUnavailable
 from shared.models import PointState
 from shared.services.redeliver import Redelivered
+from shared.services.sync import SyncOutcome
 from tests.unit.fakes import DIM, MODEL, staged
 from tests.unit.reconcile_fakes import GRACE_S, GRACE_S_DELTA, Stores
 
@@ -132,6 +133,53 @@ def test_a_failing_row_does_not_block_the_head_of_the_backlog() -> None:
     assert failed.retry_at is not None and failed.retry_at > stores.clock()
     # and it is no longer due, so the next pass does not start with it
     assert stores.graph.sync_backlog(stores.clock() - GRACE_S_DELTA, stores.clock(), 10) == []
+
+
+def test_the_backlog_is_read_a_page_of_batches_at_a_time_and_synced_a_batch_at_a_time() -> None:
+    # Given a backlog of 20 Memories, synced two per call (so a page is 16)
+    stores = Stores(batch_size=2)
+    for n in range(20):
+        stores.write(staged(f"d{n}", 1, [f"text {n}"]), sync=False)
+    stores.clock.advance(GRACE_S + 1)
+    reads: list[int] = []
+    synced: list[int] = []
+    read, sync = stores.graph.sync_backlog, stores.syncer.sync
+    stores.graph.sync_backlog = lambda *args: reads.append(args[-1]) or read(*args)  # type: ignore[method-assign]
+    stores.syncer.sync = lambda ids: synced.append(len(ids)) or sync(ids)  # type: ignore[method-assign]
+
+    # When a pass runs
+    report = stores.run()
+
+    # Then every row is synced, in calls of at most a batch, from three reads of the backlog
+    # (16, the 4 left, none) where one read per batch took eleven
+    assert (report.backlog, report.resynced, report.error) == (20, 20, None)
+    assert reads == [16, 16, 16]
+    assert synced == [2] * 10
+    assert {m.vector_sync for m in stores.graph.memories.values()} == {"synced"}
+
+
+def test_an_outage_in_the_middle_of_a_page_stops_the_pass_there() -> None:
+    stores = Stores(batch_size=2)
+    for n in range(6):
+        stores.write(staged(f"d{n}", 1, [f"text {n}"]), sync=False)
+    stores.clock.advance(GRACE_S + 1)
+    sync = stores.syncer.sync
+    calls: list[int] = []
+
+    def down_after_first(ids: Sequence[str]) -> SyncOutcome:
+        calls.append(len(ids))
+        if len(calls) == 2:
+            stores.vectors.fail_with = ServiceUnavailable("qdrant", "connection refused")
+        return sync(ids)
+
+    stores.syncer.sync = down_after_first  # type: ignore[method-assign]
+
+    report = stores.run()
+
+    assert report.error is not None and "qdrant" in report.error
+    assert (report.resynced, report.still_failed, calls) == (2, 2, [2, 2])
+    states = [m.vector_sync for m in stores.graph.memories.values()]
+    assert (states.count("synced"), states.count("failed"), states.count("pending")) == (2, 2, 2)
 
 
 def test_backlog_order_is_oldest_due_first_with_retries_behind() -> None:
