@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from shared.models import Memory
+from shared.models import Memory, utc_from_micros
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,7 @@ def _moment(row: dict[str, Any]) -> datetime | None:
     if isinstance(row.get("created_at"), datetime):
         return row["created_at"]  # type: ignore[no-any-return]
     micros = row.get("created_at_us")
-    return None if micros is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(micros))
+    return None if micros is None else utc_from_micros(int(micros))
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.models import Memory, StoredVector, Tombstone, VectorSyncCounts, utc_now
+from shared.models import Memory, StoredVector, Tombstone, VectorSyncCounts, utc_from_micros, utc_now
 from shared.stores.base import MemoryState, SyncHealth, SyncRows
 from shared.stores.neo4j import sync_queries as q
 from shared.stores.neo4j.connection import Row, version_rows
@@ -22,9 +22,15 @@ class SyncOps(SchemaOps):
             memory = row["memory"]
             if memory is not None and memory.get("embedding") is not None:
                 embedding = memory.pop("embedding")
-                extra = restore_fields(row["document"], memory.get("updated_at"))
+                updated_at = _moment(memory.pop("updated_at_us"))
+                created_at = _moment(memory.pop("created_at_us"))
+                # An absent property is left to Memory's default, as a map of all of them did.
+                fields = {key: value for key, value in memory.items() if value is not None}
+                if created_at is not None:
+                    fields["created_at"] = created_at
+                extra = restore_fields(_document(row["document"]), updated_at)
                 live.append(
-                    StoredVector(memory=Memory.model_validate(memory), embedding=embedding, extra=extra)
+                    StoredVector(memory=Memory.model_validate(fields), embedding=embedding, extra=extra)
                 )
             elif row["tombstone"] is not None:
                 tombstones.append(Tombstone.model_validate(row["tombstone"]))
@@ -114,6 +120,20 @@ def restore_fields(document: Row | None, updated_at: Any) -> Row:
     if document is not None:
         extra["document"] = {key: _iso(value) for key, value in document.items()}
     return extra
+
+
+def _moment(micros: int | None) -> datetime | None:
+    return None if micros is None else utc_from_micros(micros)
+
+
+def _document(document: Row | None) -> Row | None:
+    """SYNC_ROWS's document with its moments, read as epoch microseconds, as datetimes again."""
+    if document is None:
+        return None
+    fields = {key: value for key, value in document.items() if not key.endswith("_at_us")}
+    for key in ("ingested_at", "created_at"):
+        fields[key] = _moment(document.get(f"{key}_us"))
+    return fields
 
 
 def _iso(value: Any) -> Any:

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 # What Neo4j holds now for each id: the sync reads this back rather than trusting a task's copy.
+# A Memory's own fields (Memory's, and its vector) rather than all its properties, and its
+# datetimes as epoch microseconds: the driver's DateTime hydration cost a tenth of a millisecond
+# each, about half of what this read cost the process reading it (measured at 100k: 240 of 265
+# ms a batch of 256 in Python, four datetimes of the Memory and two of its document).
 SYNC_ROWS = """
 UNWIND $ids AS id
 OPTIONAL MATCH (m:Memory {id: id})
 OPTIONAL MATCH (d:Document)-[:HAS_CHUNK]->(m)
 OPTIONAL MATCH (t:DeletedMemory {id: id})
-RETURN id, m {.*, version: coalesce(m.version, 0)} AS memory,
-       d {.external_id, .source, .uri, .metadata, .content_hash, .chunk_count, .ingested_at,
-          .created_at, .fingerprint} AS document,
+RETURN id,
+       m {.id, .document_key, .document_id, .user_id, .chunk_index, .content, .key, .content_hash,
+          .token_count, .memory_type, .project_id, .session_id, .position, .title, .tags,
+          .importance, .confidence, .status, .embedding_model, .embedding_dim, .embedding,
+          version: coalesce(m.version, 0),
+          created_at_us: m.created_at.epochSeconds * 1000000 + m.created_at.microsecond,
+          updated_at_us: m.updated_at.epochSeconds * 1000000 + m.updated_at.microsecond} AS memory,
+       d {.external_id, .source, .uri, .metadata, .content_hash, .chunk_count, .fingerprint,
+          ingested_at_us: d.ingested_at.epochSeconds * 1000000 + d.ingested_at.microsecond,
+          created_at_us: d.created_at.epochSeconds * 1000000 + d.created_at.microsecond} AS document,
        t {.id, .embedding_model, .embedding_dim, version: coalesce(t.version, 0)} AS tombstone
 """
 
