@@ -188,6 +188,8 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
                 f"{lat.get('p50_ms', float('nan')):.0f} ms, p99 {lat.get('p99_ms', float('nan')):.0f} ms, "
                 f"failed {level['failed']}\n"
             )
+            if level.get("cpu_ms_per_search"):
+                w(f"             CPU a search {cpu_split(level)}\n")
     if result.get("write_to_searchable"):
         v = result["write_to_searchable"]
         w(
@@ -276,3 +278,10 @@ def plot(result: dict[str, Any], path: Path) -> bool:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return True
+
+
+def cpu_split(level: dict[str, Any]) -> str:
+    """``81 ms: neo4j 33, worker query 34, api 11, redis 2``, the largest first."""
+    roles = sorted(level["cpu_ms_per_search"].items(), key=lambda item: -item[1])
+    parts = ", ".join(f"{role} {ms:.0f}" for role, ms in roles if ms >= 0.5)
+    return f"{level['stack_cpu_ms_per_search']:.0f} ms: {parts}"

@@ -276,7 +276,7 @@ def _measure(
         if "throughput" not in skip:
             say("throughput: 1, 8 and 32 clients")
             result["throughput"] = throughput.measure(
-                stack.api_url, headers, f"{prefix}-p50", queries, args.throughput_seconds
+                stack.api_url, headers, f"{prefix}-p50", queries, args.throughput_seconds, settings.data_dir
             )
         _keep(args, result)
         if "write_to_searchable" not in skip:

@@ -130,6 +130,9 @@ def test_bench_json_holds_measured_figures(
     assert searchable["searches"] >= searchable["n"]
     assert [level["clients"] for level in result["throughput"]] == [1, 8, 32]
     assert all(_number(level["per_s"]) > 0 and level["failed"] == 0 for level in result["throughput"])
+    for level in result["throughput"]:  # what a search cost the processes that serve it
+        assert {"api", "worker query", "neo4j"} <= set(level["cpu_ms_per_search"])
+        assert _number(level["stack_cpu_ms_per_search"]) >= _number(level["cpu_ms_per_search"]["neo4j"]) > 0
     assert 0.0 <= _number(result["recall"]["recall_at_10"]) <= 1.0
     assert result["recall"]["memories"] >= sum(held.values())
     repair = result["reconcile"]["repair"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from producers.bench import corpus, estimate, report, run
+from producers.bench import corpus, estimate, report, run, throughput
 from producers.bench.run import skipped
 from producers.bench.stats import Latency, percentile
 
@@ -129,6 +129,21 @@ def test_the_stack_cpu_outside_the_model_is_the_stacks_less_the_raw_embedders() 
     ]
     # Then the model's share is taken out size by size: (105,000 - 16,000 - 42,000) ms / 4,000
     assert run._stack_cpu(steps) == {"raw_cpu_ms_per_chunk": 15.0, "stack_cpu_ms_per_chunk": 11.75}
+
+
+def test_a_search_costs_each_process_its_share_of_the_cpu_spent_over_every_search_sent() -> None:
+    # Given 90 answered and 10 failed searches, for which Neo4j spent 3.3 CPU-s, the query worker
+    # 3.4, the API 1.1, Redis 0.2 and an idle Flower nothing
+    spent = {"neo4j": 3.3, "worker query": 3.4, "api": 1.1, "redis": 0.2, "flower": 0.0}
+    level = {"clients": 8, "searches": 90, "failed": 10, "per_s": 22.0, "latency": None}
+
+    figures = throughput.cpu_per_search(spent, level)
+
+    # Then each search cost each of them its share, milliseconds, and 80 ms in all
+    assert figures["cpu_ms_per_search"] == {"neo4j": 33.0, "worker query": 34.0, "api": 11.0, "redis": 2.0}
+    assert figures["stack_cpu_ms_per_search"] == 80.0
+    # And the report says it beside the level, the largest first
+    assert report.cpu_split({**level, **figures}) == "80 ms: worker query 34, neo4j 33, api 11, redis 2"
 
 
 def test_the_stub_tei_server_answers_unit_vectors_of_its_dimension() -> None:
