@@ -281,7 +281,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 
 
 def cpu_split(level: dict[str, Any]) -> str:
-    """``81 ms: neo4j 33, worker query 34, api 11, redis 2``, the largest first."""
+    """``80 ms: worker query 34, neo4j 33, api 11, redis 2``: the roles, the largest first."""
     roles = sorted(level["cpu_ms_per_search"].items(), key=lambda item: -item[1])
     parts = ", ".join(f"{role} {ms:.0f}" for role, ms in roles if ms >= 0.5)
     return f"{level['stack_cpu_ms_per_search']:.0f} ms: {parts}"

@@ -68,9 +68,9 @@ def measure(
     results = []
     for clients in CLIENTS:
         texts = [next(queries) for _ in range(int(clients * seconds * 40) + 100)]
-        before = cpu_by_role(data_dir) if data_dir is not None else None
+        before = cpu_by_role(data_dir) if data_dir is not None else {}
         level = asyncio.run(_level(url, headers, user, texts, clients, seconds))
-        if data_dir is not None and before is not None:
+        if data_dir is not None:
             level.update(cpu_per_search(cpu_spent(before, cpu_by_role(data_dir)), level))
         results.append(level)
     return results
