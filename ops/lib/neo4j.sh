@@ -112,6 +112,13 @@ PY
 neo4j_build() {
     local _n_root _n_src _n_home _n_pidfile _n_log _n_uri _n_host _n_port _n_password _n_java
     _neo4j_config || return 1
+    # One build at a time: two scripts started together on a fresh clone (the demo beside the
+    # tests, a bench beside them) copied the jars over each other and neither Neo4j could start.
+    mkdir -p "$_n_src/target"
+    { flock 9 && _neo4j_build_locked; } 9>"$_n_src/target/.engram-build-lock"
+}
+
+_neo4j_build_locked() {
     local stamp="$_n_src/target/.engram-build-stamp"
 
     if [[ -f $stamp && -f $_n_src/target/classes/engram/Neo4jServer.class ]] &&
