@@ -34,7 +34,7 @@ def register(commands: Any) -> None:
     graph = commands.add_parser("graph", help="the derived graph: sessions, turn order, entities")
     graph_commands = graph.add_subparsers(required=True, metavar="ACTION")
     backfill = graph_commands.add_parser(
-        "backfill", help="derive sessions, NEXT and entities of Memories written before (idempotent)"
+        "backfill", help="derive sessions, NEXT, entities and term vectors of older Memories (idempotent)"
     )
     backfill.add_argument("--user", dest="user_id", help="one tenant (default: every tenant)")
     backfill.add_argument("--page", type=int, default=500, help="Memories per transaction")

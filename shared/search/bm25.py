@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.search.text import counts_of, stems
+from shared.search.text import counts_in, counts_of, stems
 
 K1 = 1.2
 B = 0.75
@@ -37,12 +37,22 @@ class TermStats:
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def bm25(words: Sequence[str], content: str, stats: TermStats, length: int | None = None) -> float:
+def bm25(
+    words: Sequence[str],
+    content: str,
+    stats: TermStats,
+    length: int | None = None,
+    vector: str | None = None,
+) -> float:
     """BM25 (k1 1.2, b 0.75, Lucene's formula) of the query's words in a text, each word as its
-    stem; ``length`` in the unit of ``stats.average_length`` (its terms when not given)."""
+    stem; ``length`` in the unit of ``stats.average_length`` (its terms when not given). With
+    the text's ``term_vector`` and a length, the counts are read from the vector, not the text."""
     wanted = Counter(stems(words))
-    counts, terms = counts_of(content, wanted.keys())
-    size = terms if length is None else length
+    if vector is not None and length is not None:
+        counts, size = counts_in(vector, wanted.keys()), length
+    else:
+        counts, terms = counts_of(content, wanted.keys())
+        size = terms if length is None else length
     norm = K1 * (1.0 - B + B * size / max(stats.average_length, 1.0))
     score = 0.0
     for term, times in wanted.items():

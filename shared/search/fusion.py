@@ -121,7 +121,7 @@ def with_keywords(candidates: Sequence[Candidate], terms: Sequence[str], stats: 
     ceiling = bm25_ceiling(terms, stats) if terms else 0.0
     scored = []
     for c in candidates:
-        keyword = bm25(terms, c.hit.content, stats, c.hit.token_count) if terms else 0.0
+        keyword = bm25(terms, c.hit.content, stats, c.hit.token_count, c.hit.term_vector) if terms else 0.0
         scored.append(replace(c, keyword=keyword, keyword_share=keyword / ceiling if ceiling > 0 else 0.0))
     return scored
 

@@ -26,6 +26,8 @@ class Hit:
     project_id: str | None = None
     tags: tuple[str, ...] = ()
     created_at: datetime | None = None
+    term_vector: str | None = None
+    """Its terms counted (``shared.search.text.term_vector``), when the store keeps them."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Hit:
@@ -46,6 +48,7 @@ class Hit:
             project_id=row.get("project_id"),
             tags=tuple(row.get("tags") or ()),
             created_at=_moment(row),
+            term_vector=row.get("term_vector"),
         )
 
     @classmethod

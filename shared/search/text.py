@@ -150,6 +150,27 @@ def counts_of(text: str, terms: Collection[str]) -> tuple[dict[str, int], int]:
     return found, size
 
 
+def term_vector(text: str) -> str:
+    """A text's terms with their counts (``term_counts``) as one string the store keeps beside
+    the content: ``" term:n term:n "``, sorted, spaces around each. Read by ``counts_in``, it
+    spares a search tokenising and stemming every candidate for its keyword score (a term is
+    letters, digits and apostrophes: never a space or a colon)."""
+    counts = term_counts(text)
+    return " " + "".join(f"{term}:{times} " for term, times in sorted(counts.items()))
+
+
+def counts_in(vector: str, terms: Collection[str]) -> dict[str, int]:
+    """How often each of ``terms`` is among a text's terms, read from its ``term_vector``: what
+    ``counts_of`` counts from the text itself."""
+    found: dict[str, int] = {}
+    for term in terms:
+        at = vector.find(f" {term}:")
+        if at >= 0:
+            start = at + len(term) + 2
+            found[term] = int(vector[start : vector.index(" ", start)])
+    return found
+
+
 def _phrase(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

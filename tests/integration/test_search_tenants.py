@@ -10,7 +10,9 @@ import neo4j
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.search.text import query_terms, stems, term_counts
+from shared.search.text import query_terms, stems, term_counts, term_vector
+from shared.settings import Settings
+from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import cypher, wait_until_finished
 
@@ -115,6 +117,38 @@ def test_the_keyword_score_is_bm25_with_the_tenants_own_statistics(
     got = {r["id"]: r["explanation"]["keyword"] for r in answer["results"]}
     assert got == pytest.approx({k: v for k, v in expected.items() if v > 0}, abs=1e-5)
     assert [r["explanation"]["keyword_rank"] for r in answer["results"]] == list(range(1, len(got) + 1))
+
+
+def test_each_memory_keeps_its_term_vector_and_a_memory_without_one_scores_the_same(
+    api: TestClient, neo4j_driver: neo4j.Driver, settings: Settings, tenant: str
+) -> None:
+    # Given memories written by the pipeline
+    post(api, [{"user_id": tenant, "id": f"small-{i}", "text": text} for i, text in enumerate(SMALL)])
+    read = "MATCH (m:Memory {user_id: $u}) RETURN m.id AS id, m.content AS content, m.term_vector AS v"
+
+    # Then each keeps its content's terms counted, which the keyword scores are read from
+    assert {r["id"]: r["v"] for r in cypher(neo4j_driver, read, u=tenant)} == {
+        r["id"]: term_vector(r["content"]) for r in cypher(neo4j_driver, read, u=tenant)
+    }
+    keywords = lambda: [(r[0], r[3]) for r in scored(search(api, query=QUERY, user_id=tenant, top_k=3))]  # noqa: E731
+    kept = keywords()
+    assert any(keyword for _, keyword in kept)
+
+    # When the vectors are gone (memories written before the store kept them)
+    cypher(neo4j_driver, "MATCH (m:Memory {user_id: $u}) REMOVE m.term_vector", u=tenant)
+
+    # Then every keyword score is the same, counted from the text
+    assert keywords() == kept
+
+    # And the graph's backfill gives them back
+    store = Neo4jStore(settings)
+    try:
+        assert store.derive_graph(store.memory_ids_page(tenant, None, 100)) == len(SMALL)
+    finally:
+        store.close()
+    assert {r["id"]: r["v"] for r in cypher(neo4j_driver, read, u=tenant)} == {
+        r["id"]: term_vector(r["content"]) for r in cypher(neo4j_driver, read, u=tenant)
+    }
 
 
 def test_engram_explains_each_score_and_the_threshold_cuts_on_similarity(

@@ -164,7 +164,15 @@ DETACH DELETE e
 MEMORIES_TO_DERIVE = """
 UNWIND $ids AS id
 MATCH (m:Memory {id: id})
-RETURN m.id AS id, m.user_id AS user_id, m.session_id AS session_id, m.content AS content
+RETURN m.id AS id, m.user_id AS user_id, m.session_id AS session_id, m.content AS content,
+       m.term_vector IS NOT NULL AS vectored
+"""
+
+# Term vectors of Memories written before the store kept them (the content is what they count).
+SET_TERM_VECTORS = """
+UNWIND $rows AS row
+MATCH (m:Memory {id: row.id}) WHERE m.term_vector IS NULL
+SET m.term_vector = row.vector
 """
 
 # A page of Memories, by id, for a backfill of every tenant or one.

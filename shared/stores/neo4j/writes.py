@@ -10,6 +10,7 @@ from itertools import pairwise
 from neo4j import ManagedTransaction
 
 from shared.models import Memory, StagedDocument, utc_now
+from shared.search.text import term_vector
 from shared.stores.base import DocumentWrite, WriteOutcome
 from shared.stores.neo4j import graph_queries as gq
 from shared.stores.neo4j import reembed_queries as mq
@@ -57,6 +58,7 @@ class WriteOps(SchemaOps):
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
                 sources.append(GraphSource(memory.id, memory.user_id, memory.content))
                 properties = memory.model_dump(exclude={"created_at"})
+                properties["term_vector"] = term_vector(memory.content)  # Neo4j's own: not in the payload
                 memory_rows.append(
                     {
                         "id": chunk.id,
@@ -140,7 +142,18 @@ class WriteOps(SchemaOps):
         rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids))
         sources = [GraphSource(r["id"], r["user_id"], r["content"] or "") for r in rows]
         entity_rows = self.graph.entity_rows(sources)
-        self._transaction(lambda tx: self.graph.derive(tx, entity_rows))
+        # Memories written before the store kept term vectors get theirs (searches read them); a
+        # write meanwhile has set its own, which stays.
+        vectors = [
+            {"id": r["id"], "vector": term_vector(r["content"] or "")} for r in rows if not r["vectored"]
+        ]
+
+        def work(tx: ManagedTransaction) -> None:
+            if vectors:
+                tx.run(gq.SET_TERM_VECTORS, rows=vectors).consume()
+            self.graph.derive(tx, entity_rows)
+
+        self._transaction(work)
         return len(rows)
 
     def memory_ids_page(self, user_id: str | None, after: str | None, limit: int) -> list[str]:

@@ -1,0 +1,52 @@
+"""A Memory's term vector, kept beside its content: the keyword score read from it is the score
+read from the text, to the last bit, whatever the text and the query."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from shared.search.bm25 import TermStats, bm25
+from shared.search.text import counts_in, counts_of, stems, term_counts, term_vector, tokens
+
+WORDS = ["hike", "hiking", "hiked", "Alice's", "don't", "s", "the", "東京", "Zoë", "river", "rivers"]
+texts = st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=12)), max_size=40).map(" ".join)
+queries = st.lists(st.one_of(st.sampled_from(WORDS), st.text(min_size=1, max_size=8)), min_size=1, max_size=6)
+
+
+def test_a_term_vector_is_the_texts_terms_sorted_with_their_counts() -> None:
+    vector = term_vector("She hikes; he hiked the river's bend, and the rivers hike")
+
+    assert vector == " bend:1 he:1 hike:3 river:2 she:1 "
+    assert term_vector("") == " " and term_vector("the a of") == " "
+
+
+def test_counts_are_read_for_the_terms_asked_only_and_whole() -> None:
+    vector = term_vector("hikes hiker hiker s")
+
+    # "hike" is not "hiker": a term is found only whole
+    assert counts_in(vector, {"hike", "hiker", "", "absent"}) == {"hike": 1, "hiker": 2, "": 1}
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, queries)
+@example("we hiked a mountain, hikes", ["hiking", "mountains", "s"])
+def test_the_vector_counts_what_the_text_counts(text: str, words: list[str]) -> None:
+    wanted = set(stems(tokens(" ".join(words))))
+
+    assert counts_in(term_vector(text), wanted) == counts_of(text, wanted)[0]
+    assert sum(term_counts(text).values()) == counts_of(text, wanted)[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, queries, st.integers(min_value=1, max_value=400))
+def test_bm25_from_the_vector_is_bm25_from_the_text(text: str, words: list[str], length: int) -> None:
+    stats = TermStats(documents=500, average_length=80.0, document_frequency={s: 7 for s in stems(words)})
+
+    assert bm25(words, text, stats, length, term_vector(text)) == bm25(words, text, stats, length)
+
+
+def test_without_a_length_the_text_is_counted() -> None:
+    stats = TermStats(documents=10, average_length=4.0, document_frequency={"otter": 2})
+    # a stale vector is not read when the length must come from the text itself
+    assert bm25(["otter"], "otter otter", stats, None, " otter:9 ") == bm25(["otter"], "otter otter", stats)
