@@ -37,6 +37,34 @@ class TermStats:
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
+class Keywords:
+    """The query's words made ready to score many texts: each word's stem and idf found once."""
+
+    def __init__(self, words: Sequence[str], stats: TermStats) -> None:
+        self.wanted = Counter(stems(words))
+        self._weights = [(term, times * stats.idf(term)) for term, times in self.wanted.items()]
+        self._average = max(stats.average_length, 1.0)
+
+    def score(self, content: str, length: int | None = None, vector: str | None = None) -> float:
+        """BM25 (k1 1.2, b 0.75, Lucene's formula) of the words in a text; ``length`` in the
+        unit of ``stats.average_length`` (its terms when not given). With the text's
+        ``term_vector`` and a length, the counts are read from the vector, not the text."""
+        if vector is not None and length is not None:
+            counts, size = counts_in(vector, self.wanted.keys()), length
+        else:
+            counts, terms = counts_of(content, self.wanted.keys())
+            size = terms if length is None else length
+        if not counts:
+            return 0.0
+        norm = K1 * (1.0 - B + B * size / self._average)
+        score = 0.0
+        for term, weight in self._weights:
+            tf = counts.get(term, 0)
+            if tf:
+                score += weight * tf * (K1 + 1.0) / (tf + norm)
+        return score
+
+
 def bm25(
     words: Sequence[str],
     content: str,
@@ -44,22 +72,8 @@ def bm25(
     length: int | None = None,
     vector: str | None = None,
 ) -> float:
-    """BM25 (k1 1.2, b 0.75, Lucene's formula) of the query's words in a text, each word as its
-    stem; ``length`` in the unit of ``stats.average_length`` (its terms when not given). With
-    the text's ``term_vector`` and a length, the counts are read from the vector, not the text."""
-    wanted = Counter(stems(words))
-    if vector is not None and length is not None:
-        counts, size = counts_in(vector, wanted.keys()), length
-    else:
-        counts, terms = counts_of(content, wanted.keys())
-        size = terms if length is None else length
-    norm = K1 * (1.0 - B + B * size / max(stats.average_length, 1.0))
-    score = 0.0
-    for term, times in wanted.items():
-        tf = counts.get(term, 0)
-        if tf:
-            score += times * stats.idf(term) * tf * (K1 + 1.0) / (tf + norm)
-    return score
+    """BM25 of the query's words in one text, each word as its stem (``Keywords.score``)."""
+    return Keywords(words, stats).score(content, length, vector)
 
 
 def bm25_ceiling(words: Sequence[str], stats: TermStats) -> float:

@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from shared.search.bm25 import TermStats, bm25, bm25_ceiling
+from shared.search.bm25 import Keywords, TermStats, bm25_ceiling
 from shared.search.records import Candidate, Fused
 from shared.search.text import stems
 
@@ -119,9 +119,10 @@ def with_keywords(candidates: Sequence[Candidate], terms: Sequence[str], stats: 
     """Each candidate's BM25 for the query's words, with the tenant's statistics, and its share of
     the most the words can give."""
     ceiling = bm25_ceiling(terms, stats) if terms else 0.0
+    words = Keywords(terms, stats) if terms else None
     scored = []
     for c in candidates:
-        keyword = bm25(terms, c.hit.content, stats, c.hit.token_count, c.hit.term_vector) if terms else 0.0
+        keyword = words.score(c.hit.content, c.hit.token_count, c.hit.term_vector) if words else 0.0
         scored.append(replace(c, keyword=keyword, keyword_share=keyword / ceiling if ceiling > 0 else 0.0))
     return scored
 
