@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.models import Memory, utc_from_micros
+from shared.search.text import current_vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,8 @@ class Hit:
     tags: tuple[str, ...] = ()
     created_at: datetime | None = None
     term_vector: str | None = None
-    """Its terms counted (``shared.search.text.term_vector``), when the store keeps them."""
+    """Its terms counted (``shared.search.text.term_vector``), when the store keeps them made
+    the way they are made now."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Hit:
@@ -48,7 +50,7 @@ class Hit:
             project_id=row.get("project_id"),
             tags=tuple(row.get("tags") or ()),
             created_at=_moment(row),
-            term_vector=row.get("term_vector"),
+            term_vector=current_vector(row.get("term_vector")),
         )
 
     @classmethod

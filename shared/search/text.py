@@ -150,13 +150,24 @@ def counts_of(text: str, terms: Collection[str]) -> tuple[dict[str, int], int]:
     return found, size
 
 
+TERM_VECTOR_FORMAT = "tv1"
+"""Names how a term vector was made: a change to the words' analysis (``tokens``, ``stem``,
+``STOP_WORDS``) or to the format changes it, so a vector made the old way is not read (the text
+is counted instead) and ``engram graph backfill`` makes it again."""
+
+
 def term_vector(text: str) -> str:
     """A text's terms with their counts (``term_counts``) as one string the store keeps beside
-    the content: ``" term:n term:n "``, sorted, spaces around each. Read by ``counts_in``, it
+    the content: ``"tv1 term:n term:n "``, sorted, a space after each. Read by ``counts_in``, it
     spares a search tokenising and stemming every candidate for its keyword score (a term is
     letters, digits and apostrophes: never a space or a colon)."""
     counts = term_counts(text)
-    return " " + "".join(f"{term}:{times} " for term, times in sorted(counts.items()))
+    return TERM_VECTOR_FORMAT + " " + "".join(f"{term}:{times} " for term, times in sorted(counts.items()))
+
+
+def current_vector(vector: str | None) -> str | None:
+    """The vector, if it was made the way ``term_vector`` makes one now."""
+    return vector if vector is not None and vector.startswith(TERM_VECTOR_FORMAT + " ") else None
 
 
 def counts_in(vector: str, terms: Collection[str]) -> dict[str, int]:

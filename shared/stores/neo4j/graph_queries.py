@@ -165,13 +165,14 @@ MEMORIES_TO_DERIVE = """
 UNWIND $ids AS id
 MATCH (m:Memory {id: id})
 RETURN m.id AS id, m.user_id AS user_id, m.session_id AS session_id, m.content AS content,
-       m.term_vector IS NOT NULL AS vectored
+       coalesce(m.term_vector STARTS WITH $format, false) AS vectored
 """
 
-# Term vectors of Memories written before the store kept them (the content is what they count).
+# Term vectors of Memories written before the store kept them, or kept them made another way (the
+# content is what they count); one a write has made meanwhile stays.
 SET_TERM_VECTORS = """
 UNWIND $rows AS row
-MATCH (m:Memory {id: row.id}) WHERE m.term_vector IS NULL
+MATCH (m:Memory {id: row.id}) WHERE NOT coalesce(m.term_vector STARTS WITH $format, false)
 SET m.term_vector = row.vector
 """
 
