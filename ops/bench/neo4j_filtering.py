@@ -107,8 +107,10 @@ class BenchStore:
     def count_filtered(self, filters: Row, limit: int) -> int:
         return int(self._read(sq.COUNT_FILTERED, limit=limit, **filters)[0]["n"])
 
-    def vector_candidates(self, vector: list[float], k: int, filters: Row) -> tuple[int, list[Row]]:
-        row = self._read(sq.VECTOR_CANDIDATES, vector=vector, k=k, **filters)[0]
+    def vector_candidates(
+        self, vector: list[float], k: int, filters: Row, keep: int
+    ) -> tuple[int, list[Row]]:
+        row = self._read(sq.VECTOR_CANDIDATES, vector=vector, k=k, keep=keep, **filters)[0]
         return int(row["found"]), list(row["kept"])
 
     def exact_candidates(self, vector: list[float], k: int, filters: Row) -> list[Row]:

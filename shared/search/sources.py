@@ -68,7 +68,11 @@ class SearchStore(Protocol):
 
     def count_filtered(self, filters: Row, limit: int) -> int: ...
 
-    def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> tuple[int, list[Row]]: ...
+    def vector_candidates(
+        self, vector: Sequence[float], k: int, filters: Row, keep: int
+    ) -> tuple[int, list[Row]]:
+        """(how many the index gave, the first ``keep`` of them passing the filters, nearest first)."""
+        ...
 
     def exact_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]: ...
 
@@ -153,7 +157,7 @@ class Neo4jVector:
     def _oversampled(self, query: Query, params: Row, k: int) -> tuple[list[Row], int]:
         k = min(max(k, self._min_k), self._max_k)
         while True:
-            found, rows = self._store.vector_candidates(query.vector, k, params)
+            found, rows = self._store.vector_candidates(query.vector, k, params, query.pool)
             if len(rows) >= query.pool or found < k or k >= self._max_k:
                 break
             k = min(k * 4, self._max_k)

@@ -87,11 +87,11 @@ class FakeSearchStore:
         return min(sum(self._passes(m, filters) for m in self.memories), limit)
 
     def vector_candidates(
-        self, vector: Sequence[float], k: int, filters: dict[str, Any]
+        self, vector: Sequence[float], k: int, filters: dict[str, Any], keep: int
     ) -> tuple[int, list[dict[str, Any]]]:
         self.asked.append(("vector", k))
         nearest = sorted(self.memories, key=lambda m: -self._cos(m, vector))[:k]
-        return len(nearest), [self._row(m, vector) for m in nearest if self._passes(m, filters)]
+        return len(nearest), [self._row(m, vector) for m in nearest if self._passes(m, filters)][:keep]
 
     def exact_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any]

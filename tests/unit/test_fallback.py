@@ -61,7 +61,7 @@ class DownGraph:
         return self._down()  # type: ignore[no-any-return]
 
     def vector_candidates(
-        self, vector: Sequence[float], k: int, filters: dict[str, Any]
+        self, vector: Sequence[float], k: int, filters: dict[str, Any], keep: int
     ) -> tuple[int, list[dict[str, Any]]]:
         return self._down()  # type: ignore[no-any-return]
 

@@ -18,9 +18,12 @@ class SearchOps(Neo4jConnection):
         """How many Memories pass the tenant and filters, counted up to ``limit``."""
         return int(self._read(sq.COUNT_FILTERED, limit=limit, **filters)[0]["n"])
 
-    def vector_candidates(self, vector: Sequence[float], k: int, filters: Row) -> tuple[int, list[Row]]:
-        """(rows the index gave, those passing the filters): {memory, score as (1 + cos) / 2}."""
-        row = self._read(sq.VECTOR_CANDIDATES, vector=list(vector), k=k, **filters)[0]
+    def vector_candidates(
+        self, vector: Sequence[float], k: int, filters: Row, keep: int
+    ) -> tuple[int, list[Row]]:
+        """(rows the index gave, the first ``keep`` passing the filters, nearest first):
+        {memory, score as (1 + cos) / 2}."""
+        row = self._read(sq.VECTOR_CANDIDATES, vector=list(vector), k=k, keep=keep, **filters)[0]
         return int(row["found"]), list(row["kept"])
 
     def exact_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:

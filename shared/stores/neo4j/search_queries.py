@@ -38,12 +38,18 @@ WITH m LIMIT $limit
 RETURN count(m) AS n
 """
 
-# The index's k nearest of every tenant, those passing the filters kept: `found` says whether
-# the index ran out (found < k). The index scores cosine as (1 + cos) / 2.
+# The index's k nearest of every tenant, the first $keep passing the filters kept (the index
+# yields the nearest first): `found` says whether the index ran out (found < k). Only those kept
+# are read and sent: a small tenant's k may be thousands, its pool tens. The index scores cosine
+# as (1 + cos) / 2.
 VECTOR_CANDIDATES = f"""
 CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $vector) YIELD node AS m, score
-WITH count(*) AS found,
-     collect(CASE WHEN {MEMORY_FILTER} THEN {{memory: {FIELDS}, score: score}} END) AS kept
+WITH count(*) AS found, collect(CASE WHEN {MEMORY_FILTER} THEN [m, score] END)[..$keep] AS nearest
+CALL (nearest) {{
+    UNWIND nearest AS pair
+    WITH pair[0] AS m, pair[1] AS score
+    RETURN collect({{memory: {FIELDS}, score: score}}) AS kept
+}}
 RETURN found, kept
 """
 
