@@ -389,6 +389,31 @@ def test_neighbours_of_a_turn_are_the_turns_around_it(store: Neo4jStore, tenant:
     assert found[chunk_id(tenant, "t2", 0)] == (["turn 0", "turn 1"], ["turn 3", "turn 4"])
 
 
+def test_the_vector_read_sends_the_first_that_pass_nearest_first(store: Neo4jStore, tenant: str) -> None:
+    # Given a dozen memories of the tenant and a dozen of another
+    other = f"{tenant}-other"
+    store.write_documents(
+        [turn(who, f"d{n}", f"note {n}", second=n) for who in (tenant, other) for n in range(12)]
+    )
+    mine = {
+        "user_id": tenant, "project_id": None, "session_id": None, "document_id": None,
+        "memory_types": None, "tags": None, "from_date": None, "to_date": None, "statuses": None,
+    }  # fmt: skip
+    vector = turn(tenant, "d3", "note 3").vectors[0]
+
+    # When the index is asked for more than the store holds, keeping 5 of those passing
+    found, kept = store.vector_candidates(vector, 10_000, mine, 5)
+    _, every = store.vector_candidates(vector, 10_000, mine, 10_000)
+
+    # Then 5 come back, the tenant's own, nearest first: the first 5 of all that pass
+    ids = [row["memory"]["id"] for row in kept]
+    assert found >= 24 and len(every) == 12
+    assert ids == [row["memory"]["id"] for row in every[:5]] and ids[0] == chunk_id(tenant, "d3", 0)
+    assert {row["memory"]["id"] for row in every} == {chunk_id(tenant, f"d{n}", 0) for n in range(12)}
+    scores = [row["score"] for row in every]
+    assert scores == sorted(scores, reverse=True)
+
+
 def test_the_search_reads_of_the_graph(store: Neo4jStore, tenant: str) -> None:
     # Given four turns, two naming Rome, one Oslo, and a speaker named in three
     texts = ["Ann: off to Rome", "Bob: Rome is lovely", "Ann: then Oslo", "Ann: home"]
