@@ -154,6 +154,8 @@ TERM_VECTOR_FORMAT = "tv1"
 """Names how a term vector was made: a change to the words' analysis (``tokens``, ``stem``,
 ``STOP_WORDS``) or to the format changes it, so a vector made the old way is not read (the text
 is counted instead) and ``engram graph backfill`` makes it again."""
+TERM_VECTOR_PREFIX = TERM_VECTOR_FORMAT + " "
+"""How every vector made now begins (what the store's queries check)."""
 
 
 def term_vector(text: str) -> str:
@@ -162,12 +164,12 @@ def term_vector(text: str) -> str:
     spares a search tokenising and stemming every candidate for its keyword score (a term is
     letters, digits and apostrophes: never a space or a colon)."""
     counts = term_counts(text)
-    return TERM_VECTOR_FORMAT + " " + "".join(f"{term}:{times} " for term, times in sorted(counts.items()))
+    return TERM_VECTOR_PREFIX + "".join(f"{term}:{times} " for term, times in sorted(counts.items()))
 
 
 def current_vector(vector: str | None) -> str | None:
     """The vector, if it was made the way ``term_vector`` makes one now."""
-    return vector if vector is not None and vector.startswith(TERM_VECTOR_FORMAT + " ") else None
+    return vector if vector is not None and vector.startswith(TERM_VECTOR_PREFIX) else None
 
 
 def counts_in(vector: str, terms: Collection[str]) -> dict[str, int]:

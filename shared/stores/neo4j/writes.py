@@ -10,7 +10,7 @@ from itertools import pairwise
 from neo4j import ManagedTransaction
 
 from shared.models import Memory, StagedDocument, utc_now
-from shared.search.text import TERM_VECTOR_FORMAT, term_vector
+from shared.search.text import TERM_VECTOR_PREFIX, term_vector
 from shared.stores.base import DocumentWrite, WriteOutcome
 from shared.stores.neo4j import graph_queries as gq
 from shared.stores.neo4j import reembed_queries as mq
@@ -139,7 +139,7 @@ class WriteOps(SchemaOps):
             for statement in gq.GRAPH_SCHEMA:
                 self._schema(statement)
             self._graph_schema_ready = True
-        rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids), format=TERM_VECTOR_FORMAT + " ")
+        rows = self._read(gq.MEMORIES_TO_DERIVE, ids=list(ids), format=TERM_VECTOR_PREFIX)
         sources = [GraphSource(r["id"], r["user_id"], r["content"] or "") for r in rows]
         entity_rows = self.graph.entity_rows(sources)
         # Memories written before the store kept term vectors (or kept them made another way) get
@@ -150,7 +150,7 @@ class WriteOps(SchemaOps):
 
         def work(tx: ManagedTransaction) -> None:
             if vectors:
-                tx.run(gq.SET_TERM_VECTORS, rows=vectors, format=TERM_VECTOR_FORMAT + " ").consume()
+                tx.run(gq.SET_TERM_VECTORS, rows=vectors, format=TERM_VECTOR_PREFIX).consume()
             self.graph.derive(tx, entity_rows)
 
         self._transaction(work)
