@@ -89,6 +89,7 @@ class Neo4jConnection:
         self._schema_ready: set[tuple[str, int]] = set()
         self._graph_schema_ready = False
         self._claims_guarded = False
+        self._named_index_options: dict[str, Any] | None = None  # logged once, as held
         self._schema_lock = threading.Lock()
         # The database the schema was made on (its store id), and when that was last checked.
         self._schema_store_id: str | None = None

@@ -8,6 +8,7 @@ constraint can never be made, so every later write fails.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -21,6 +22,8 @@ from shared.stores.neo4j import restore_queries as iq
 from shared.stores.neo4j import schema_queries as q
 from shared.stores.neo4j import search_queries as sq
 from shared.stores.neo4j.connection import Neo4jConnection, Row
+
+log = logging.getLogger(__name__)
 
 # What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
 CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
@@ -80,16 +83,40 @@ class SchemaOps(Neo4jConnection):
         self.ensure_vector_index(dimension, timeout_s)
 
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
-        """The vector index on ``Memory.embedding``, sized to ``dimension``, online."""
+        """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
+        settings' HNSW options; an index made with others is kept (making it again makes vector
+        searches wait until it is online: minutes at 100k) and named once in the log."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
         if existing and existing[0]["dimension"] != dimension:
             raise ConfigurationError(
                 f"vector index {q.VECTOR_INDEX} has {existing[0]['dimension']} dimensions, "
                 f"the model has {dimension}"
             )
+        s = self._settings
+        wanted = vector_index_options(
+            s.neo4j_vector_m, s.neo4j_vector_ef_construction, s.neo4j_vector_quantization
+        )
         if not existing:
-            statement = q.CREATE_VECTOR_INDEX.format(dimension=int(dimension))
+            statement = q.CREATE_VECTOR_INDEX.format(
+                dimension=int(dimension),
+                m=wanted["vector.hnsw.m"],
+                ef_construction=wanted["vector.hnsw.ef_construction"],
+                quantization="true" if wanted["vector.quantization.enabled"] else "false",
+            )
             self._schema(statement)
+        else:
+            held = {key: existing[0]["config"].get(key) for key in wanted}
+            if held != wanted and held != self._named_index_options:
+                self._named_index_options = held
+                log.warning(
+                    "vector index %s was made with %s, the settings ask %s: it is kept; to make it "
+                    "again, drop it (DROP INDEX %s) when vector searches can wait for it "
+                    "(docs/operations/known-limits.md)",
+                    q.VECTOR_INDEX,
+                    held,
+                    wanted,
+                    q.VECTOR_INDEX,
+                )
         self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
 
     def _guard_claims(self) -> None:
@@ -184,3 +211,12 @@ class SchemaOps(Neo4jConnection):
                 self.bootstrap(model, dimension)
                 self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
                 self._schema_ready.add((model, dimension))
+
+
+def vector_index_options(m: int, ef_construction: int, quantization: bool) -> dict[str, Any]:
+    """The HNSW part of the vector index's config, keyed as ``SHOW INDEXES`` names it."""
+    return {
+        "vector.hnsw.m": int(m),
+        "vector.hnsw.ef_construction": int(ef_construction),
+        "vector.quantization.enabled": bool(quantization),
+    }

@@ -42,15 +42,18 @@ UNWIND tail(claims) AS twin
 DETACH DELETE twin
 """
 
+# The options are the settings' (ints and a boolean, validated), written into the statement: Neo4j
+# takes no parameters in a schema command.
 CREATE_VECTOR_INDEX = (
     f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (m:Memory) ON m.embedding "
     "OPTIONS {{indexConfig: {{`vector.dimensions`: {dimension}, "
-    "`vector.similarity_function`: 'cosine'}}}}"
+    "`vector.similarity_function`: 'cosine', `vector.hnsw.m`: {m}, "
+    "`vector.hnsw.ef_construction`: {ef_construction}, `vector.quantization.enabled`: {quantization}}}}}"
 )
 
 SHOW_VECTOR_INDEX = (
     "SHOW INDEXES YIELD name, options WHERE name = $name "
-    "RETURN options.indexConfig['vector.dimensions'] AS dimension"
+    "RETURN options.indexConfig['vector.dimensions'] AS dimension, options.indexConfig AS config"
 )
 
 AWAIT_INDEXES = "CALL db.awaitIndexes($timeout_s)"
