@@ -10,8 +10,9 @@ CPU a query and a vector written, and the build's time, on a running store's own
 The store is the one Engram's settings name (``ENGRAM_NEO4J_*``), the query texts are embedded with
 the configured model (``ENGRAM_EMBEDDING_*``).
 
-Copies every Memory's embedding to ``:IndexProbe`` nodes once (the store's own index and Memories
-are not touched), then for each option set given (JSON, over ``vector.dimensions`` and cosine):
+Copies every Memory's embedding (and the rows of --vectors, a .npy) to ``:IndexProbe`` nodes once
+(the store's own index and Memories are not touched), then for each option set given (JSON, over
+``vector.dimensions`` and cosine):
 makes an index ``index_probe`` on them and times it until ONLINE; asks ``queryNodes`` at each
 --k for the first --queries lines of --queries-file and compares the first ten by score with an
 exact cosine ranking (numpy); writes --writes vectors to ``:IndexWriteProbe``
@@ -63,6 +64,17 @@ def main() -> None:
             "MATCH (m:Memory) WHERE m.embedding IS NOT NULL CALL (m) "
             "{ CREATE (:IndexProbe {id: m.id, embedding: m.embedding}) } IN TRANSACTIONS OF 2000 ROWS"
         )
+        if args.vectors:  # more vectors: a larger store than the running one holds
+            extra = np.load(args.vectors).astype(np.float32)
+            for start in range(0, len(extra), 2000):
+                part = extra[start : start + 2000]
+                run(
+                    "UNWIND $rows AS r CREATE (:IndexProbe {id: r.id, embedding: r.embedding})",
+                    rows=[
+                        {"id": f"npy-{start + i}", "embedding": [float(x) for x in v]}
+                        for i, v in enumerate(part)
+                    ],
+                )
     rows = run("MATCH (p:IndexProbe) RETURN p.id AS id, p.embedding AS embedding")
     ids = [str(r["id"]) for r in rows]
     matrix = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
@@ -144,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("options", nargs="*", help="index option sets, JSON, measured in turn")
+    parser.add_argument(
+        "--vectors", help="a .npy of more vectors (float32, the model's dimension) probed beside"
+    )
     parser.add_argument("--neo4j-pid", type=int, required=True, help="the server's process, for its CPU")
     parser.add_argument("--queries-file", default="ops/sample-queries.txt", help="query texts, a line each")
     parser.add_argument("--queries", type=int, default=300, help="the file's first lines asked")
