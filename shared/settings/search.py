@@ -30,7 +30,7 @@ class SearchSettings(BaseModel):
         "(1: the pool itself). More finds more of the exact nearest and costs time: at 100k memories "
         "with Neo4j's own index options (quantized) recall@10 was 0.954 at k=40, 0.976 at 100, 0.978 "
         "at 200, and 100 took a 10% tenant's vector search from 62 to 98 ms p50; the index Engram makes "
-        "(unquantized, ENGRAM_NEO4J_VECTOR_*) finds 0.991 at k=40 on 23.6k.",
+        "(unquantized, ENGRAM_NEO4J_VECTOR_*) finds 0.963 at k=40 and 0.983 at 100 on 62.7k.",
     )
     search_vector_max_k: int = Field(
         10000, ge=1, description="Most nearest neighbours asked of the vector index while oversampling."

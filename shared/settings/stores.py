@@ -76,14 +76,14 @@ class StoreSettings(BaseModel):
         ge=1,
         le=3200,
         description="The vector index's HNSW beam while building (vector.hnsw.ef_construction), when it "
-        "is made: with 200 the index finds 0.991 of the exact top 10 at the search's k, with Neo4j's "
-        "own 100 0.981 (unquantized, 23.6k MiniLM vectors).",
+        "is made: with 200 the index finds 0.991 of the exact top 10 at the search's k on 23.6k MiniLM "
+        "vectors and 0.963 on 62.7k, with Neo4j's own 100 0.981 and 0.954 (unquantized).",
     )
     neo4j_vector_quantization: bool = Field(
         False,
         description="Quantize the vector index (vector.quantization.enabled, Neo4j's own default), when it "
         "is made: smaller, but with a beam of 100 it finds 0.964 of the exact top 10 at the search's k "
-        "against 0.981 unquantized.",
+        "on 23.6k vectors and 0.938 on 62.7k, against 0.981 and 0.954 unquantized.",
     )
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.

@@ -85,7 +85,7 @@ class SchemaOps(Neo4jConnection):
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
         """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
         settings' HNSW options; an index made with others is kept (making it again makes vector
-        searches wait until it is online: minutes at 100k) and named once in the log."""
+        searches wait until it is online: about a minute at 62.7k here) and named once in the log."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
         if existing and existing[0]["dimension"] != dimension:
             raise ConfigurationError(
