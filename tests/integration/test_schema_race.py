@@ -91,18 +91,14 @@ def test_the_vector_index_is_made_with_the_settings_options_and_an_older_one_is_
     wanted = settings.model_copy(
         update={"neo4j_vector_m": 24, "neo4j_vector_ef_construction": 150, "neo4j_vector_quantization": True}
     )
-    store = Neo4jStore(wanted)
-    try:
-        # When a process makes the schema
-        store.bootstrap(MODEL, DIMENSION)
-        # Then the index has the settings' HNSW options
-        assert held() == {
-            "vector.hnsw.m": 24,
-            "vector.hnsw.ef_construction": 150,
-            "vector.quantization.enabled": True,
-        }
-    finally:
-        store.close()
+    # When a process makes the schema
+    _bootstrapped(wanted)
+    # Then the index has the settings' HNSW options
+    assert held() == {
+        "vector.hnsw.m": 24,
+        "vector.hnsw.ef_construction": 150,
+        "vector.quantization.enabled": True,
+    }
 
     # When a process whose settings ask others (the defaults) meets that index
     later = Neo4jStore(settings)
@@ -122,13 +118,17 @@ def test_the_vector_index_is_made_with_the_settings_options_and_an_older_one_is_
     # And once it is dropped, the next bootstrap makes it with the defaults: no quantization, a
     # beam of 200 (recall@10 at the search's k 0.963 against 0.938 for Neo4j's own, on 62.7k vectors)
     cypher(neo4j_driver, "DROP INDEX memory_embedding IF EXISTS")
-    fresh = Neo4jStore(settings)
+    _bootstrapped(settings)
+    assert held() == {
+        "vector.hnsw.m": 16,
+        "vector.hnsw.ef_construction": 200,
+        "vector.quantization.enabled": False,
+    }
+
+
+def _bootstrapped(settings: Settings) -> None:
+    store = Neo4jStore(settings)
     try:
-        fresh.bootstrap(MODEL, DIMENSION)
-        assert held() == {
-            "vector.hnsw.m": 16,
-            "vector.hnsw.ef_construction": 200,
-            "vector.quantization.enabled": False,
-        }
+        store.bootstrap(MODEL, DIMENSION)
     finally:
-        fresh.close()
+        store.close()
