@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +126,11 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"vectors": len(ids), "results": results}, indent=2))
 
 
+Run = Callable[..., list[dict[str, Any]]]
+
+
 def _write_cost(
-    run: Any, cpu: Any, config: dict[str, Any], matrix: np.ndarray, args: argparse.Namespace
+    run: Run, cpu: Callable[[], float], config: dict[str, Any], matrix: np.ndarray, args: argparse.Namespace
 ) -> float:
     run("MATCH (p:IndexWriteProbe) CALL (p) { DELETE p } IN TRANSACTIONS OF 5000 ROWS")
     run("DROP INDEX index_write_probe IF EXISTS")

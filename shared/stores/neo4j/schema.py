@@ -8,6 +8,7 @@ constraint can never be made, so every later write fails.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -97,13 +98,8 @@ class SchemaOps(Neo4jConnection):
             s.neo4j_vector_m, s.neo4j_vector_ef_construction, s.neo4j_vector_quantization
         )
         if not existing:
-            statement = q.CREATE_VECTOR_INDEX.format(
-                dimension=int(dimension),
-                m=wanted["vector.hnsw.m"],
-                ef_construction=wanted["vector.hnsw.ef_construction"],
-                quantization="true" if wanted["vector.quantization.enabled"] else "false",
-            )
-            self._schema(statement)
+            options = ", ".join(f"`{key}`: {json.dumps(value)}" for key, value in wanted.items())
+            self._schema(q.CREATE_VECTOR_INDEX.format(dimension=int(dimension), options=options))
         else:
             held = {key: existing[0]["config"].get(key) for key in wanted}
             if held != wanted and held != self._named_index_options:

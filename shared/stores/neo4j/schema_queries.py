@@ -42,13 +42,12 @@ UNWIND tail(claims) AS twin
 DETACH DELETE twin
 """
 
-# The options are the settings' (ints and a boolean, validated), written into the statement: Neo4j
-# takes no parameters in a schema command.
+# ``{options}``: the settings' HNSW options (ints and a boolean, validated) as Cypher map entries,
+# written into the statement: Neo4j takes no parameters in a schema command.
 CREATE_VECTOR_INDEX = (
     f"CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (m:Memory) ON m.embedding "
     "OPTIONS {{indexConfig: {{`vector.dimensions`: {dimension}, "
-    "`vector.similarity_function`: 'cosine', `vector.hnsw.m`: {m}, "
-    "`vector.hnsw.ef_construction`: {ef_construction}, `vector.quantization.enabled`: {quantization}}}}}"
+    "`vector.similarity_function`: 'cosine', {options}}}}}"
 )
 
 SHOW_VECTOR_INDEX = (
