@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -201,7 +202,7 @@ class Trial:
                 unfinished = len(keys) - states["done"] - states["failed"]
                 if unfinished == 0 and backlog == 0:
                     if states["failed"]:
-                        self.note(f"{states['failed']} documents failed")
+                        self.note(f"{states['failed']} documents failed ({self._failure_reasons()})")
                     return 0
             now = time.monotonic()
             idle_since = (idle_since or now) if backlog == 0 else None
@@ -212,6 +213,12 @@ class Trial:
                 self.note(f"{unfinished} documents unfinished after {self.options.repair_timeout_s:g} s")
                 return unfinished
             time.sleep(0.5)
+
+    def _failure_reasons(self) -> str:
+        """The distinct reasons the failed documents were given, with how many had each."""
+        statuses = (self.context.client.status(self.user_id, d) for d in sorted(self.sent_ids))
+        reasons = Counter(s.error or "no reason" for s in statuses if s.state == "failed")
+        return "; ".join(f"{n}x {reason[:200]}" for reason, n in reasons.most_common(3))
 
     def reconcile(self, client: EngramClient | None = None) -> dict[str, Any]:
         """The one reconcile pass a scenario gets."""
