@@ -15,6 +15,7 @@ digits, an apostrophe inside kept, lower-cased.
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Collection, Iterable
 from functools import lru_cache
@@ -82,13 +83,21 @@ def tokens(text: str) -> list[str]:
     return [_POSSESSIVE.sub("", word) if "'" in word or "\u2019" in word else word for word in words]
 
 
-_STEMMER = snowballstemmer.stemmer("porter")
+class _Stemmers(threading.local):
+    """A Snowball stemmer per thread: one keeps the word it works on in itself, so two threads
+    stemming at once (the write worker's pool is threads) corrupt each other's word."""
+
+    def __init__(self) -> None:
+        self.porter = snowballstemmer.stemmer("porter")
+
+
+_STEMMERS = _Stemmers()
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The term the index holds for a word: its Porter stem."""
-    return str(_STEMMER.stemWord(word))
+    return str(_STEMMERS.porter.stemWord(word))
 
 
 def stems(words: Iterable[str]) -> list[str]:

@@ -3,12 +3,24 @@ read from the text, to the last bit, whatever the text and the query."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
+import snowballstemmer
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shared.search.bm25 import TermStats, bm25
 from shared.search.records import Hit
-from shared.search.text import counts_in, counts_of, current_vector, stems, term_counts, term_vector, tokens
+from shared.search.text import (
+    counts_in,
+    counts_of,
+    current_vector,
+    stem,
+    stems,
+    term_counts,
+    term_vector,
+    tokens,
+)
 
 WORDS = ["hike", "hiking", "hiked", "Alice's", "don't", "s", "the", "東京", "Zoë", "river", "rivers"]
 texts = st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=12)), max_size=40).map(" ".join)
@@ -62,3 +74,21 @@ def test_without_a_length_the_text_is_counted() -> None:
     assert bm25(["otter"], "otter otter", stats, None, "tv1 otter:9 ") == bm25(
         ["otter"], "otter otter", stats
     )
+
+
+def test_stems_made_at_once_on_several_threads_are_each_words_own() -> None:
+    # Given the write worker's threads (pool "threads", concurrency 3) stemming new words at once:
+    # one Snowball stemmer shared between them once raised IndexError and failed a batch of 12
+    words = [f"{root}{'x' * n}ational" for n in range(40) for root in ("relat", "condit", "ration", "sens")]
+    words += [f"{root}{'y' * n}ness" for n in range(40) for root in ("good", "dark", "hopeful")]
+    expected = {word: snowballstemmer.stemmer("porter").stemWord(word) for word in words}
+
+    # When eight threads stem them, each a hundred times past the cache
+    def stem_all(_: int) -> dict[str, str]:
+        return {word: stem.__wrapped__(word) for word in words}
+
+    with ThreadPoolExecutor(max_workers=8) as threads:
+        results = list(threads.map(stem_all, range(100)))
+
+    # Then every thread got every word's own stem
+    assert all(result == expected for result in results)
