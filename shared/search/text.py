@@ -159,17 +159,18 @@ def counts_of(text: str, terms: Collection[str]) -> tuple[dict[str, int], int]:
     return found, size
 
 
-TERM_VECTOR_FORMAT = "tv1"
+TERM_VECTOR_FORMAT = "tv2"
 """Names how a term vector was made: a change to the words' analysis (``tokens``, ``stem``,
 ``STOP_WORDS``) or to the format changes it, so a vector made the old way is not read (the text
-is counted instead) and ``engram graph backfill`` makes it again."""
+is counted instead) and ``engram graph backfill`` makes it again. ``tv1`` vectors were made by one
+stemmer shared between the write worker's threads, which could give a word another word's stem."""
 TERM_VECTOR_PREFIX = TERM_VECTOR_FORMAT + " "
 """How every vector made now begins (what the store's queries check)."""
 
 
 def term_vector(text: str) -> str:
     """A text's terms with their counts (``term_counts``) as one string the store keeps beside
-    the content: ``"tv1 term:n term:n "``, sorted, a space after each. Read by ``counts_in``, it
+    the content: ``"tv2 term:n term:n "``, sorted, a space after each. Read by ``counts_in``, it
     spares a search tokenising and stemming every candidate for its keyword score (a term is
     letters, digits and apostrophes: never a space or a colon)."""
     counts = term_counts(text)
