@@ -8,6 +8,7 @@ build the services themselves from fakes; nothing else constructs stores or clie
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -55,6 +56,7 @@ class Container:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._target_embedders: dict[EmbeddingTarget, Embedder] = {}
+        self._target_embedders_lock = threading.Lock()  # re-embed pages run on the write worker's threads
 
     # Connections and stores.
 
@@ -156,6 +158,10 @@ class Container:
     def embedder_for(self, target: EmbeddingTarget) -> Embedder:
         """The embedder of a migration's target model: these settings with the target's model
         fields in place of the configured ones (the API key stays this process's own)."""
+        with self._target_embedders_lock:
+            return self._target_embedder(target)
+
+    def _target_embedder(self, target: EmbeddingTarget) -> Embedder:
         if target not in self._target_embedders:
             settings = self.settings.model_copy(
                 update={

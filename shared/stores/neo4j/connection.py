@@ -91,6 +91,7 @@ class Neo4jConnection:
         self._claims_guarded = False
         self._named_index_options: dict[str, Any] | None = None  # logged once, as held
         self._schema_lock = threading.Lock()
+        self._graph_lock = threading.Lock()  # the write worker's threads ask for the graph at once
         # The database the schema was made on (its store id), and when that was last checked.
         self._schema_store_id: str | None = None
         self._schema_checked_at = 0.0
@@ -118,10 +119,12 @@ class Neo4jConnection:
         """What derives sessions and entities in every write (made on first use: an extractor
         such as spaCy's loads a model)."""
         if self._graph is None:
-            from shared.graph.extractors import make_extractor
+            with self._graph_lock:
+                if self._graph is None:
+                    from shared.graph.extractors import make_extractor
 
-            s = self._settings
-            self._graph = GraphWriter(make_extractor(s), s.graph_related_entities)
+                    s = self._settings
+                    self._graph = GraphWriter(make_extractor(s), s.graph_related_entities)
         return self._graph
 
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
