@@ -90,7 +90,8 @@ class Neo4jConnection:
         self._graph_schema_ready = False
         self._claims_guarded = False
         self._named_index_options: dict[str, Any] | None = None  # logged once, as held
-        self._schema_lock = threading.Lock()
+        # Reentrant: a bootstrap holds it and claims, and a claim takes it for its guard (schema.py).
+        self._schema_lock = threading.RLock()
         self._graph_lock = threading.Lock()  # the write worker's threads ask for the graph at once
         # The database the schema was made on (its store id), and when that was last checked.
         self._schema_store_id: str | None = None

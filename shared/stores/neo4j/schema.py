@@ -67,21 +67,23 @@ class SchemaOps(Neo4jConnection):
         Refuses to run against a store that holds another model's vectors: that is a migration.
         The constraints come first: two processes claiming a new store at once (a first search and
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
-        constraint can never be made, so every later write fails.
+        constraint can never be made, so every later write fails. One thread at a time (a restore
+        calls it beside the write threads' ``ensure_schema``).
         """
-        self._claims_guarded = False  # made again: this may be another database than before
-        self._guard_claims()
-        for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
-            self._schema(statement)
-        self._graph_schema_ready = True
-        self._schema_store_id = self._claim(iq.ENSURE_IDENTITY)[0]["store_id"]
-        self._schema_checked_at = time.monotonic()
-        claimed = self._claim(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
-        if (claimed["model"], claimed["dimension"]) != (model, dimension):
-            refusal = self.model_claim().refuse_write(model, dimension)
-            if refusal is not None:
-                raise refusal
-        self.ensure_vector_index(dimension, timeout_s)
+        with self._schema_lock:
+            self._claims_guarded = False  # made again: this may be another database than before
+            self._guard_claims()
+            for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
+                self._schema(statement)
+            self._graph_schema_ready = True
+            self._schema_store_id = self._claim(iq.ENSURE_IDENTITY)[0]["store_id"]
+            self._schema_checked_at = time.monotonic()
+            claimed = self._claim(q.CLAIM_EMBEDDING_MODEL, model=model, dimension=dimension)[0]
+            if (claimed["model"], claimed["dimension"]) != (model, dimension):
+                refusal = self.model_claim().refuse_write(model, dimension)
+                if refusal is not None:
+                    raise refusal
+            self.ensure_vector_index(dimension, timeout_s)
 
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
         """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
@@ -138,12 +140,14 @@ class SchemaOps(Neo4jConnection):
 
     def _claim(self, query: LiteralString, **params: Any) -> list[Row]:
         """A write that MERGEs an ``EngramSchema`` node, once its constraint is made (looked at
-        again once per ``neo4j_schema_check_s``: the database may have been wiped meanwhile)."""
-        if self._claims_guarded and time.monotonic() - self._claims_checked_at >= self._schema_check_s:
-            self._claims_checked_at = time.monotonic()
-            names = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
-            self._claims_guarded = "engram_schema_id" in names
-        self._guard_claims()
+        again once per ``neo4j_schema_check_s``: the database may have been wiped meanwhile). The
+        guard runs in one thread at a time: two folding the same twins could deadlock."""
+        with self._schema_lock:
+            if self._claims_guarded and time.monotonic() - self._claims_checked_at >= self._schema_check_s:
+                self._claims_checked_at = time.monotonic()
+                names = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
+                self._claims_guarded = "engram_schema_id" in names
+            self._guard_claims()
         return self._write(query, **params)
 
     def _schema(self, statement: LiteralString) -> None:
