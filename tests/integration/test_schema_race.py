@@ -3,13 +3,16 @@ threads and a first search all bootstrap a new store at once."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, LiteralString
 
 import neo4j
 import pytest
 
 from shared.settings import Settings
-from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j import Neo4jStore, schema_queries
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import DIMENSION, MODEL, cypher
 
@@ -132,3 +135,56 @@ def _bootstrapped(settings: Settings) -> None:
         store.bootstrap(MODEL, DIMENSION)
     finally:
         store.close()
+
+
+class _FoldCounted(Neo4jStore):
+    """The real store, counting how many of its threads fold twin claims at the same moment."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.running = self.most = 0
+        self._counting = threading.Lock()
+
+    def _write(self, query: LiteralString, **params: Any) -> list[dict[str, Any]]:
+        if query != schema_queries.FOLD_TWIN_CLAIMS:
+            return super()._write(query, **params)
+        with self._counting:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            return super()._write(query, **params)
+        finally:
+            with self._counting:
+                self.running -= 1
+
+
+def test_the_claims_guard_runs_in_one_thread_at_a_time(settings: Settings) -> None:
+    # Given one store object shared by the write worker's threads: a write thread meeting a wiped
+    # primary again and again (the schema made anew each time) while a reconcile thread records
+    # its passes (each a claim write, guarded)
+    store = _FoldCounted(settings)
+    done = threading.Event()
+
+    def writer() -> None:
+        try:
+            for _ in range(10):
+                store.forget_schema()
+                store.ensure_schema(MODEL, DIMENSION)
+        finally:
+            done.set()
+
+    def reconciler() -> None:
+        while not done.is_set():
+            store.record_reconcile("{}", datetime.now(UTC))
+
+    # When both run at once
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            running = [pool.submit(writer), pool.submit(reconciler)]
+            for future in running:
+                future.result()
+    finally:
+        store.close()
+
+    # Then the twins' fold (DETACH DELETEs two at once could deadlock on) never ran twice at once
+    assert store.most == 1
