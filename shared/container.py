@@ -159,23 +159,20 @@ class Container:
         """The embedder of a migration's target model: these settings with the target's model
         fields in place of the configured ones (the API key stays this process's own)."""
         with self._target_embedders_lock:
-            return self._target_embedder(target)
-
-    def _target_embedder(self, target: EmbeddingTarget) -> Embedder:
-        if target not in self._target_embedders:
-            settings = self.settings.model_copy(
-                update={
-                    "embedding_backend": target.backend,
-                    "embedding_model": target.model,
-                    "embedding_url": target.url,
-                    "embedding_dimension": target.dimension,
-                    "embedding_max_tokens": target.max_tokens,
-                    "embedding_tokenizer_path": target.tokenizer_path and Path(target.tokenizer_path),
-                    "local_model_path": target.local_model_path and Path(target.local_model_path),
-                }
-            )
-            self._target_embedders[target] = make_embedder(settings)
-        return self._target_embedders[target]
+            if target not in self._target_embedders:
+                settings = self.settings.model_copy(
+                    update={
+                        "embedding_backend": target.backend,
+                        "embedding_model": target.model,
+                        "embedding_url": target.url,
+                        "embedding_dimension": target.dimension,
+                        "embedding_max_tokens": target.max_tokens,
+                        "embedding_tokenizer_path": target.tokenizer_path and Path(target.tokenizer_path),
+                        "local_model_path": target.local_model_path and Path(target.local_model_path),
+                    }
+                )
+                self._target_embedders[target] = make_embedder(settings)
+            return self._target_embedders[target]
 
     @cached_property
     def chunker(self) -> Chunker:
