@@ -81,9 +81,10 @@ class StoreSettings(BaseModel):
     )
     neo4j_vector_quantization: bool = Field(
         False,
-        description="Quantize the vector index (vector.quantization.enabled, Neo4j's own default), when it "
-        "is made: smaller, but with a beam of 100 it finds 0.964 of the exact top 10 at the search's k "
-        "on 23.6k vectors and 0.938 on 62.7k, against 0.981 and 0.954 unquantized.",
+        description="Quantize the vector index, when it is made (Neo4j 5.26: vector.quantization.enabled, "
+        "its own default; 2026.x: type SCALAR, else NONE): smaller, but on 5.26 with a beam of 100 it finds "
+        "0.964 of the exact top 10 at the search's k on 23.6k vectors and 0.938 on 62.7k, against 0.981 "
+        "and 0.954 unquantized.",
     )
 
     # Qdrant, the backup vector store: a server when the URL is set, else embedded at the path.

@@ -13,6 +13,7 @@ import pytest
 
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore, schema_queries
+from shared.stores.neo4j.schema import held_index_options
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from tests.integration.support import DIMENSION, MODEL, cypher
 
@@ -81,13 +82,27 @@ def test_the_vector_index_is_made_with_the_settings_options_and_an_older_one_is_
     def held() -> dict[str, object]:
         rows = cypher(
             neo4j_driver,
-            "SHOW VECTOR INDEXES YIELD name, options WHERE name = 'memory_embedding' RETURN options",
+            "SHOW VECTOR INDEXES YIELD name, options, properties WHERE name = 'memory_embedding' "
+            "RETURN options, properties",
         )
-        config = rows[0]["options"]["indexConfig"]
-        return {
-            k: config[k]
-            for k in ("vector.hnsw.m", "vector.hnsw.ef_construction", "vector.quantization.enabled")
-        }
+        return held_index_options(rows[0]["options"]["indexConfig"], rows[0]["properties"])
+
+    # (2026.02 and later name quantization by its type, SCALAR when asked for, and hold the tenant)
+    probe = Neo4jStore(settings)
+    try:
+        with_tenant = probe.filters_in_vector_index()
+    finally:
+        probe.close()
+    quantized: dict[str, object] = (
+        {"vector.quantization.type": "SCALAR", "with": ["user_id"]}
+        if with_tenant
+        else {"vector.quantization.enabled": True, "with": []}
+    )
+    unquantized: dict[str, object] = (
+        {"vector.quantization.type": "NONE", "with": ["user_id"]}
+        if with_tenant
+        else {"vector.quantization.enabled": False, "with": []}
+    )
 
     # Given a store whose vector index is gone
     cypher(neo4j_driver, "DROP INDEX memory_embedding IF EXISTS")
@@ -97,11 +112,7 @@ def test_the_vector_index_is_made_with_the_settings_options_and_an_older_one_is_
     # When a process makes the schema
     _bootstrapped(wanted)
     # Then the index has the settings' HNSW options
-    assert held() == {
-        "vector.hnsw.m": 24,
-        "vector.hnsw.ef_construction": 150,
-        "vector.quantization.enabled": True,
-    }
+    assert held() == {"vector.hnsw.m": 24, "vector.hnsw.ef_construction": 150, **quantized}
 
     # When a process whose settings ask others (the defaults) meets that index
     later = Neo4jStore(settings)
@@ -122,11 +133,7 @@ def test_the_vector_index_is_made_with_the_settings_options_and_an_older_one_is_
     # beam of 200 (recall@10 at the search's k 0.963 against 0.938 for Neo4j's own, on 62.7k vectors)
     cypher(neo4j_driver, "DROP INDEX memory_embedding IF EXISTS")
     _bootstrapped(settings)
-    assert held() == {
-        "vector.hnsw.m": 16,
-        "vector.hnsw.ef_construction": 200,
-        "vector.quantization.enabled": False,
-    }
+    assert held() == {"vector.hnsw.m": 16, "vector.hnsw.ef_construction": 200, **unquantized}
 
 
 def _bootstrapped(settings: Settings) -> None:

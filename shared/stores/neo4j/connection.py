@@ -7,6 +7,7 @@ all in or not at all. Driver errors leave the store as ``shared.errors`` types.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -65,6 +66,19 @@ def translated_errors() -> Iterator[None]:
         raise TransientError(f"Neo4j database error: {exc.code}: {exc.message}") from exc
 
 
+FILTERS_IN_VECTOR_INDEX_SINCE = (2026, 2)
+SERVER_VERSION: LiteralString = (
+    "CALL dbms.components() YIELD name, versions WHERE name = 'Neo4j Kernel' RETURN versions[0] AS version"
+)
+
+
+def version_of(text: str) -> tuple[int, int]:
+    """(major, minor) of a Neo4j version ("5.26.30", "2026.08.1", "2026.08.1-SNAPSHOT"); (0, 0)
+    for one it cannot read, which has no filters inside the index."""
+    found = re.match(r"(\d+)\.(\d+)", text.strip())
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
 def version_rows(versions: Mapping[str, int]) -> list[Row]:
     return [{"id": memory_id, "version": version} for memory_id, version in versions.items()]
 
@@ -90,6 +104,9 @@ class Neo4jConnection:
         self._graph_schema_ready = False
         self._claims_guarded = False
         self._named_index_options: dict[str, Any] | None = None  # logged once, as held
+        self._server_version: tuple[int, int] | None = None  # (5, 26), (2026, 8): read once
+        # Whether the vector index holds the tenant (searched with SEARCH), and when that was read.
+        self._tenant_in_index: tuple[float, bool] | None = None
         # Reentrant: a bootstrap holds it and claims, and a claim takes it for its guard (schema.py).
         self._schema_lock = threading.RLock()
         self._graph_lock = threading.Lock()  # the write worker's threads ask for the graph at once
@@ -127,6 +144,18 @@ class Neo4jConnection:
                     s = self._settings
                     self._graph = GraphWriter(make_extractor(s), s.graph_related_entities)
         return self._graph
+
+    def server_version(self) -> tuple[int, int]:
+        """The server's (major, minor): (5, 26) for 5.26.x, (2026, 8) for 2026.08.x."""
+        if self._server_version is None:
+            rows = self._read(SERVER_VERSION)
+            self._server_version = version_of(str(rows[0]["version"]) if rows else "")
+        return self._server_version
+
+    def filters_in_vector_index(self) -> bool:
+        """Whether the server's vector index can hold the tenant and filter by it inside (Cypher
+        25's ``SEARCH ... WHERE``, generally available from 2026.02)."""
+        return self.server_version() >= FILTERS_IN_VECTOR_INDEX_SINCE
 
     def _read(self, query: LiteralString, **params: Any) -> list[Row]:
         with translated_errors():

@@ -72,6 +72,7 @@ class SchemaOps(Neo4jConnection):
         """
         with self._schema_lock:
             self._claims_guarded = False  # made again: this may be another database than before
+            self._server_version = None  # and another server (an upgrade in place)
             self._guard_claims()
             for statement in (*sq.FULLTEXT_SCHEMA, *gq.GRAPH_SCHEMA):
                 self._schema(statement)
@@ -87,8 +88,9 @@ class SchemaOps(Neo4jConnection):
 
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
         """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
-        settings' HNSW options; an index made with others is kept (making it again makes vector
-        searches wait until it is online: about a minute at 62.7k here) and named once in the log."""
+        settings' HNSW options, and on a server that filters inside the index (2026.02+) with the
+        tenant in it; an index made otherwise is kept (making it again makes vector searches wait
+        until it is online: about a minute at 62.7k here) and named once in the log."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
         if existing and existing[0]["dimension"] != dimension:
             raise ConfigurationError(
@@ -96,14 +98,18 @@ class SchemaOps(Neo4jConnection):
                 f"the model has {dimension}"
             )
         s = self._settings
+        with_tenant = self.filters_in_vector_index()
         wanted = vector_index_options(
-            s.neo4j_vector_m, s.neo4j_vector_ef_construction, s.neo4j_vector_quantization
+            s.neo4j_vector_m, s.neo4j_vector_ef_construction, s.neo4j_vector_quantization, with_tenant
         )
         if not existing:
-            options = ", ".join(f"`{key}`: {json.dumps(value)}" for key, value in wanted.items())
-            self._schema(q.CREATE_VECTOR_INDEX.format(dimension=int(dimension), options=options))
+            statement = q.CREATE_VECTOR_INDEX_WITH_TENANT if with_tenant else q.CREATE_VECTOR_INDEX
+            options = ", ".join(
+                f"`{key}`: {json.dumps(value)}" for key, value in wanted.items() if key != WITH
+            )
+            self._schema(statement.format(dimension=int(dimension), options=options))
         else:
-            held = {key: existing[0]["config"].get(key) for key in wanted}
+            held = held_index_options(existing[0]["config"], existing[0]["properties"])
             if held != wanted and held != self._named_index_options:
                 self._named_index_options = held
                 log.warning(
@@ -213,10 +219,33 @@ class SchemaOps(Neo4jConnection):
                 self._schema_ready.add((model, dimension))
 
 
-def vector_index_options(m: int, ef_construction: int, quantization: bool) -> dict[str, Any]:
-    """The HNSW part of the vector index's config, keyed as ``SHOW INDEXES`` names it."""
-    return {
-        "vector.hnsw.m": int(m),
-        "vector.hnsw.ef_construction": int(ef_construction),
-        "vector.quantization.enabled": bool(quantization),
-    }
+# The properties an index holds beside the vector, as a key of its options here.
+WITH = "with"
+
+
+def vector_index_options(
+    m: int, ef_construction: int, quantization: bool, with_tenant: bool
+) -> dict[str, Any]:
+    """The HNSW part of the vector index's config, keyed as ``SHOW INDEXES`` names it, and the
+    properties it holds beside the vector (``WITH``). A server that filters inside the index
+    (2026.02+) names quantization by its type: SCALAR when asked for (its BINARY default finds
+    0.61 of a small tenant's top 10 where SCALAR finds 0.99: docs/bench/neo4j-filtering.md)."""
+    options: dict[str, Any] = {"vector.hnsw.m": int(m), "vector.hnsw.ef_construction": int(ef_construction)}
+    if with_tenant:
+        options["vector.quantization.type"] = "SCALAR" if quantization else "NONE"
+    else:
+        options["vector.quantization.enabled"] = bool(quantization)
+    options[WITH] = ["user_id"] if with_tenant else []
+    return options
+
+
+def held_index_options(config: Mapping[str, Any], properties: list[str]) -> dict[str, Any]:
+    """An index's HNSW config and the properties it holds beside the vector, as
+    ``vector_index_options`` keys them (2026.x shows quantization as ``vector.quantization.type``,
+    5.26 as ``.enabled``)."""
+    held = {key: config.get(key) for key in ("vector.hnsw.m", "vector.hnsw.ef_construction")}
+    for key in ("vector.quantization.type", "vector.quantization.enabled"):
+        if key in config:
+            held[key] = config[key]
+    held[WITH] = [name for name in properties if name != "embedding"]
+    return held

@@ -50,9 +50,18 @@ CREATE_VECTOR_INDEX = (
     "`vector.similarity_function`: 'cosine', {options}}}}}"
 )
 
+# Neo4j 2026.02 and later: the tenant kept inside the index (``WITH``), so a search filtered by it
+# walks only the tenant's neighbours (Cypher 25's ``SEARCH ... WHERE m.user_id = $user_id``).
+CREATE_VECTOR_INDEX_WITH_TENANT = (
+    f"CYPHER 25 CREATE VECTOR INDEX {VECTOR_INDEX} IF NOT EXISTS FOR (m:Memory) ON m.embedding "
+    "WITH [m.user_id] OPTIONS {{indexConfig: {{`vector.dimensions`: {dimension}, "
+    "`vector.similarity_function`: 'cosine', {options}}}}}"
+)
+
 SHOW_VECTOR_INDEX = (
-    "SHOW INDEXES YIELD name, options WHERE name = $name "
-    "RETURN options.indexConfig['vector.dimensions'] AS dimension, options.indexConfig AS config"
+    "SHOW INDEXES YIELD name, options, properties, state WHERE name = $name "
+    "RETURN options.indexConfig['vector.dimensions'] AS dimension, options.indexConfig AS config, "
+    "properties, state"
 )
 
 AWAIT_INDEXES = "CALL db.awaitIndexes($timeout_s)"

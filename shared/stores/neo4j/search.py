@@ -4,13 +4,18 @@ candidates beside the first hits."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from shared.errors import GraphStoreRejected
 from shared.stores.neo4j import graph_queries as gq
+from shared.stores.neo4j import schema_queries as q
 from shared.stores.neo4j import search_queries as sq
 from shared.stores.neo4j.connection import Neo4jConnection, Row
 from shared.stores.neo4j.graph import BESIDE_CANDIDATES, ENTITY_CANDIDATES
+
+TENANT_IN_INDEX_TTL_S = 30.0
 
 
 class SearchOps(Neo4jConnection):
@@ -23,8 +28,30 @@ class SearchOps(Neo4jConnection):
     ) -> tuple[int, list[Row]]:
         """(rows the index gave, the first ``keep`` passing the filters, nearest first):
         {memory, score as (1 + cos) / 2}."""
-        row = self._read(sq.VECTOR_CANDIDATES, vector=list(vector), k=k, keep=keep, **filters)[0]
+        params = {"vector": list(vector), "k": k, "keep": keep, **filters}
+        if self._tenant_in_vector_index():
+            try:
+                row = self._read(sq.VECTOR_CANDIDATES_IN_INDEX, **params)[0]
+                return int(row["found"]), list(row["kept"])
+            except GraphStoreRejected:
+                # The index was made again without the tenant (or dropped) since it was read.
+                self._tenant_in_index = None
+                if self._tenant_in_vector_index():
+                    raise
+        row = self._read(sq.VECTOR_CANDIDATES, **params)[0]
         return int(row["found"]), list(row["kept"])
+
+    def _tenant_in_vector_index(self) -> bool:
+        """Whether the online vector index holds the tenant, read again every
+        ``TENANT_IN_INDEX_TTL_S``: a 5.26 store upgraded in place keeps its index without it until
+        it is made again, and searches then change over by themselves."""
+        now = time.monotonic()
+        known = self._tenant_in_index
+        if known is None or now - known[0] > TENANT_IN_INDEX_TTL_S:
+            rows = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
+            held = bool(rows) and rows[0]["state"] == "ONLINE" and "user_id" in rows[0]["properties"]
+            known = self._tenant_in_index = (now, held)
+        return known[1]
 
     def exact_candidates(self, vector: Sequence[float], k: int, filters: Row) -> list[Row]:
         return list(self._read(sq.EXACT_CANDIDATES, vector=list(vector), k=k, **filters)[0]["kept"])

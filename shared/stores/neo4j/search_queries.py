@@ -53,6 +53,23 @@ CALL (nearest) {{
 RETURN found, kept
 """
 
+# The same where the index holds the tenant (Neo4j 2026.02+, Cypher 25's SEARCH): its k nearest
+# are the tenant's own, however small a share of the store it is, so k need not grow past the
+# pool for the tenant; the other filters are applied after, as above. SEARCH scores as queryNodes
+# does.
+VECTOR_CANDIDATES_IN_INDEX = f"""
+CYPHER 25
+MATCH (m:Memory)
+  SEARCH m IN (VECTOR INDEX {VECTOR_INDEX} FOR $vector WHERE m.user_id = $user_id LIMIT $k) SCORE AS score
+WITH count(*) AS found, collect(CASE WHEN {MEMORY_FILTER} THEN [m, score] END)[..$keep] AS nearest
+CALL (nearest) {{
+    UNWIND nearest AS pair
+    WITH pair[0] AS m, pair[1] AS score
+    RETURN collect({{memory: {FIELDS}, score: score}}) AS kept
+}}
+RETURN found, kept
+"""
+
 # The filtered set scanned exactly: complete, and (the caller makes sure) small.
 EXACT_CANDIDATES = f"""
 MATCH (m:Memory)
