@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from shared.models import SearchFilters
 from shared.search.sources import Neo4jVector, Query, Row, SearchStore
+from shared.stores.neo4j import schema_queries
 from shared.stores.neo4j import search_queries as sq
 from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
@@ -107,10 +108,15 @@ class BenchStore:
     def count_filtered(self, filters: Row, limit: int) -> int:
         return int(self._read(sq.COUNT_FILTERED, limit=limit, **filters)[0]["n"])
 
+    def tenant_in_vector_index(self) -> bool:
+        rows = self._read(schema_queries.SHOW_VECTOR_INDEX, name=schema_queries.VECTOR_INDEX)
+        return bool(rows) and "user_id" in rows[0]["properties"]
+
     def vector_candidates(
         self, vector: list[float], k: int, filters: Row, keep: int
     ) -> tuple[int, list[Row]]:
-        row = self._read(sq.VECTOR_CANDIDATES, vector=vector, k=k, keep=keep, **filters)[0]
+        query = sq.VECTOR_CANDIDATES_IN_INDEX if self.tenant_in_vector_index() else sq.VECTOR_CANDIDATES
+        row = self._read(query, vector=vector, k=k, keep=keep, **filters)[0]
         return int(row["found"]), list(row["kept"])
 
     def exact_candidates(self, vector: list[float], k: int, filters: Row) -> list[Row]:

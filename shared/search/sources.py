@@ -68,6 +68,10 @@ class SearchStore(Protocol):
 
     def count_filtered(self, filters: Row, limit: int) -> int: ...
 
+    def tenant_in_vector_index(self) -> bool:
+        """Whether the vector index holds the tenant, so its nearest are the tenant's own."""
+        ...
+
     def vector_candidates(
         self, vector: Sequence[float], k: int, filters: Row, keep: int
     ) -> tuple[int, list[Row]]:
@@ -97,6 +101,11 @@ class SearchStore(Protocol):
     def neighbours(
         self, user_id: str, ids: Sequence[str], n: int
     ) -> dict[str, tuple[list[str], list[str]]]: ...
+
+
+def _tenant_only(params: Row) -> bool:
+    """No filter but the tenant."""
+    return all(value is None for key, value in params.items() if key != "user_id")
 
 
 def _graph_candidate(row: Row) -> Candidate:
@@ -131,6 +140,13 @@ class Neo4jVector:
 
     def candidates(self, query: Query) -> list[Candidate]:
         params = query.filter_params()
+        if _tenant_only(params) and self._store.tenant_in_vector_index():
+            # Where the index holds the tenant (Neo4j 2026.02+) its nearest at the pool's k are the
+            # tenant's own, however small: no count, no scan. A tenant of 627 of 62.7k real
+            # vectors: 4.8 ms p50 against 24 ms counted and scanned, recall@10 1.000 both
+            # (docs/bench/neo4j-filtering.md).
+            rows, _ = self._oversampled(query, params, query.pool)
+            return [_graph_candidate(row) for row in rows]
         key = repr(sorted(params.items()))
         now = time.monotonic()
         hint = self._hints.get(key)

@@ -57,6 +57,7 @@ class FakeSearchStore:
     def __init__(self, memories: Sequence[Stored] = ()) -> None:
         self.memories = list(memories)
         self.asked: list[tuple[str, int]] = []
+        self.tenant_inside = False  # the index holds the tenant (Neo4j 2026.02+)
 
     def add(self, *memories: Stored) -> None:
         self.memories.extend(memories)
@@ -82,6 +83,9 @@ class FakeSearchStore:
     def _row(self, m: Stored, vector: Sequence[float]) -> dict[str, Any]:
         return {"memory": m.fields(), "score": (1.0 + self._cos(m, vector)) / 2.0}
 
+    def tenant_in_vector_index(self) -> bool:
+        return self.tenant_inside
+
     def count_filtered(self, filters: dict[str, Any], limit: int) -> int:
         self.asked.append(("count", limit))
         return min(sum(self._passes(m, filters) for m in self.memories), limit)
@@ -90,7 +94,8 @@ class FakeSearchStore:
         self, vector: Sequence[float], k: int, filters: dict[str, Any], keep: int
     ) -> tuple[int, list[dict[str, Any]]]:
         self.asked.append(("vector", k))
-        nearest = sorted(self.memories, key=lambda m: -self._cos(m, vector))[:k]
+        held = [m for m in self.memories if not self.tenant_inside or m.user_id == filters["user_id"]]
+        nearest = sorted(held, key=lambda m: -self._cos(m, vector))[:k]
         return len(nearest), [self._row(m, vector) for m in nearest if self._passes(m, filters)][:keep]
 
     def exact_candidates(

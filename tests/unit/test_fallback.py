@@ -60,6 +60,9 @@ class DownGraph:
     def count_filtered(self, filters: dict[str, Any], limit: int) -> int:
         return self._down()  # type: ignore[no-any-return]
 
+    def tenant_in_vector_index(self) -> bool:
+        return self._down()  # type: ignore[no-any-return]
+
     def vector_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any], keep: int
     ) -> tuple[int, list[dict[str, Any]]]:
@@ -111,6 +114,9 @@ class UpGraph(DownGraph):
 
     def count_filtered(self, filters: dict[str, Any], limit: int) -> int:
         return len(self.rows)
+
+    def tenant_in_vector_index(self) -> bool:
+        return False
 
     def exact_candidates(
         self, vector: Sequence[float], k: int, filters: dict[str, Any]

@@ -79,6 +79,25 @@ def test_a_large_filtered_set_oversamples_the_index_until_the_pool_is_met() -> N
     assert "exact" not in [kind for kind, _ in store.asked]
 
 
+def test_where_the_index_holds_the_tenant_a_tenant_only_search_asks_it_once_at_the_pool() -> None:
+    # Given a store whose vector index holds the tenant (Neo4j 2026.02+), a small tenant beside a
+    # large one
+    store = FakeSearchStore([*small_tenant(), *big_tenant(400)])
+    store.tenant_inside = True
+
+    # When the small tenant searches with no filter but itself
+    answer = search(store, settings(search_exact_scan_limit=2000), method="vector", top_k=3)
+
+    # Then the index is asked once at the pool's k (3 x 4): no count, no scan, the tenant's own
+    assert store.asked == [("vector", 12)]
+    assert {r.id for r in answer.results} <= {f"s{i}" for i in range(5)} and answer.count == 3
+
+    # And with another filter as well, the filtered set is counted (and, small, scanned) as before
+    store.asked.clear()
+    search(store, settings(search_exact_scan_limit=2000), method="vector", top_k=3, filters={"tags": ["x"]})
+    assert [kind for kind, _ in store.asked] == ["count", "exact"]
+
+
 def test_the_index_is_asked_at_least_its_least_k_and_the_pool_is_its_best() -> None:
     # Given a tenant too large to scan exactly
     store = FakeSearchStore(big_tenant(400))

@@ -29,19 +29,19 @@ class SearchOps(Neo4jConnection):
         """(rows the index gave, the first ``keep`` passing the filters, nearest first):
         {memory, score as (1 + cos) / 2}."""
         params = {"vector": list(vector), "k": k, "keep": keep, **filters}
-        if self._tenant_in_vector_index():
+        if self.tenant_in_vector_index():
             try:
                 row = self._read(sq.VECTOR_CANDIDATES_IN_INDEX, **params)[0]
                 return int(row["found"]), list(row["kept"])
             except GraphStoreRejected:
                 # The index was made again without the tenant (or dropped) since it was read.
                 self._tenant_in_index = None
-                if self._tenant_in_vector_index():
+                if self.tenant_in_vector_index():
                     raise
         row = self._read(sq.VECTOR_CANDIDATES, **params)[0]
         return int(row["found"]), list(row["kept"])
 
-    def _tenant_in_vector_index(self) -> bool:
+    def tenant_in_vector_index(self) -> bool:
         """Whether the online vector index holds the tenant, read again every
         ``TENANT_IN_INDEX_TTL_S``: a 5.26 store upgraded in place keeps its index without it until
         it is made again, and searches then change over by themselves."""
