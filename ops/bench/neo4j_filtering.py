@@ -40,8 +40,10 @@ import neo4j
 import numpy as np
 import numpy.typing as npt
 
+from shared.embedding import make_embedder
 from shared.models import SearchFilters
 from shared.search.sources import Neo4jVector, Query, Row, SearchStore
+from shared.settings import get_settings
 from shared.stores.neo4j import schema_queries
 from shared.stores.neo4j import search_queries as sq
 from shared.stores.neo4j.schema_queries import VECTOR_INDEX
@@ -121,6 +123,17 @@ class BenchStore:
 
     def exact_candidates(self, vector: list[float], k: int, filters: Row) -> list[Row]:
         return list(self._read(sq.EXACT_CANDIDATES, vector=vector, k=k, **filters)[0]["kept"])
+
+
+def embedded_queries(path: Path, count: int) -> Vectors:
+    """The first ``count`` lines of ``path`` embedded as Engram embeds a query, to unit length."""
+    texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:count]
+    if len(texts) < count:
+        raise SystemExit(f"{path} has {len(texts)} queries, {count} are needed")
+    embedder = make_embedder(get_settings())
+    queries = np.asarray([embedder.embed_query(text) for text in texts], dtype=np.float32).reshape(count, -1)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    return queries
 
 
 def unit_vectors(count: int, seed: int) -> Vectors:
@@ -288,6 +301,12 @@ def main() -> None:
         default="{}",
         help='more indexConfig, e.g. \'{"vector.quantization.type": "SCALAR"}\'',
     )
+    parser.add_argument(
+        "--queries-file",
+        type=Path,
+        default=None,
+        help="query texts, one a line, embedded with the configured model (else random unit vectors)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
 
@@ -298,7 +317,10 @@ def main() -> None:
     else:
         vectors, kind = unit_vectors(args.points, args.seed), "random unit vectors"
     owners, measured = tenants(len(vectors), args.seed)
-    queries = unit_vectors(args.queries + WARMUP, args.seed + 2)
+    if args.queries_file is not None:
+        queries = embedded_queries(args.queries_file, args.queries + WARMUP)
+    else:
+        queries = unit_vectors(args.queries + WARMUP, args.seed + 2)
     print(f"{len(vectors):,} memories ({kind}, {DIM} dimensions); {args.queries} queries a tenant")
 
     result: dict[str, Any] = {"points": len(vectors), "vectors": kind, "queries": args.queries, "servers": {}}
