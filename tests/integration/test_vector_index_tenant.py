@@ -14,7 +14,6 @@ import pytest
 from shared.models import SearchFilters
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
-from shared.stores.neo4j import search as neo4j_search
 from shared.stores.neo4j.filters import filter_parameters
 from tests.integration.support import DIMENSION, MODEL, cypher
 
@@ -44,7 +43,7 @@ def store(settings: Settings, neo4j_driver: neo4j.Driver, tenant: str) -> Iterat
 
 
 def test_a_small_tenant_is_found_inside_the_index_and_an_old_index_still_answers(
-    store: Neo4jStore, neo4j_driver: neo4j.Driver, tenant: str, monkeypatch: pytest.MonkeyPatch
+    store: Neo4jStore, neo4j_driver: neo4j.Driver, tenant: str
 ) -> None:
     # Given a small tenant of 8 memories, and another tenant's 400 all nearer the query
     rng = np.random.default_rng(7)
@@ -86,12 +85,10 @@ def test_a_small_tenant_is_found_inside_the_index_and_an_old_index_still_answers
     assert found == POOL
     assert kept == []
 
-    # When that index is dropped and the next bootstrap makes it again, and the store's reading of
-    # the index has aged
+    # When that index is dropped and the next bootstrap makes it again
     cypher(neo4j_driver, "DROP INDEX memory_embedding IF EXISTS")
     store.forget_schema()
     store.ensure_schema(MODEL, DIMENSION)
-    monkeypatch.setattr(neo4j_search, "TENANT_IN_INDEX_TTL_S", 0.0)
     found, kept = store.vector_candidates(vector, POOL, filters, POOL)
 
     # Then searches change over by themselves: the tenant's own 8 again

@@ -122,6 +122,7 @@ class SchemaOps(Neo4jConnection):
                     q.VECTOR_INDEX,
                 )
         self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+        self._tenant_in_index = None  # this process's searches read the index it made at once
 
     def _guard_claims(self) -> None:
         """The constraints (one ``EngramSchema`` node per id among them), made before this store

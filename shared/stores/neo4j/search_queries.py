@@ -38,12 +38,9 @@ WITH m LIMIT $limit
 RETURN count(m) AS n
 """
 
-# The index's k nearest of every tenant, the first $keep passing the filters kept (the index
-# yields the nearest first): `found` says whether the index ran out (found < k). Only those kept
-# are read and sent: a small tenant's k may be thousands, its pool tens. The index scores cosine
-# as (1 + cos) / 2.
-VECTOR_CANDIDATES = f"""
-CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $vector) YIELD node AS m, score
+# Of the index's nearest (m, score; nearest first): how many it gave (`found`, so the caller knows
+# whether it ran out: found < k), and the first $keep passing the filters, read and sent.
+_NEAREST_KEPT = f"""
 WITH count(*) AS found, collect(CASE WHEN {MEMORY_FILTER} THEN [m, score] END)[..$keep] AS nearest
 CALL (nearest) {{
     UNWIND nearest AS pair
@@ -53,6 +50,13 @@ CALL (nearest) {{
 RETURN found, kept
 """
 
+# The index's k nearest of every tenant, the first $keep passing the filters kept (the index
+# yields the nearest first). Only those kept are read and sent: a small tenant's k may be
+# thousands, its pool tens. The index scores cosine as (1 + cos) / 2.
+VECTOR_CANDIDATES = f"""
+CALL db.index.vector.queryNodes('{VECTOR_INDEX}', $k, $vector) YIELD node AS m, score
+{_NEAREST_KEPT}"""
+
 # The same where the index holds the tenant (Neo4j 2026.02+, Cypher 25's SEARCH): its k nearest
 # are the tenant's own, however small a share of the store it is, so k need not grow past the
 # pool for the tenant; the other filters are applied after, as above. SEARCH scores as queryNodes
@@ -61,14 +65,7 @@ VECTOR_CANDIDATES_IN_INDEX = f"""
 CYPHER 25
 MATCH (m:Memory)
   SEARCH m IN (VECTOR INDEX {VECTOR_INDEX} FOR $vector WHERE m.user_id = $user_id LIMIT $k) SCORE AS score
-WITH count(*) AS found, collect(CASE WHEN {MEMORY_FILTER} THEN [m, score] END)[..$keep] AS nearest
-CALL (nearest) {{
-    UNWIND nearest AS pair
-    WITH pair[0] AS m, pair[1] AS score
-    RETURN collect({{memory: {FIELDS}, score: score}}) AS kept
-}}
-RETURN found, kept
-"""
+{_NEAREST_KEPT}"""
 
 # The filtered set scanned exactly: complete, and (the caller makes sure) small.
 EXACT_CANDIDATES = f"""
