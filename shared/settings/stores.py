@@ -66,7 +66,8 @@ class StoreSettings(BaseModel):
         5.0,
         ge=0,
         description="How often a process looks whether Neo4j still holds the schema it made "
-        "(a wiped or replaced database gets it again before the next write or search).",
+        "(a wiped or replaced database gets it again before the next write or search) and its "
+        "search indexes online (while one is built, searches that need it are the backup's).",
     )
     neo4j_vector_m: int = Field(
         16, ge=1, le=512, description="The vector index's HNSW links a node (vector.hnsw.m), when it is made."

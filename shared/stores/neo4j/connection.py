@@ -105,8 +105,8 @@ class Neo4jConnection:
         self._claims_guarded = False
         self._named_index_options: dict[str, Any] | None = None  # logged once, as held
         self._server_version: tuple[int, int] | None = None  # (5, 26), (2026, 8): read once
-        # Whether the vector index holds the tenant (searched with SEARCH), and when that was read.
-        self._tenant_in_index: tuple[float, bool] | None = None
+        # The search indexes as last read (the vector index holds the tenant? online?), and when.
+        self._search_index_rows: tuple[float, dict[str, Row]] | None = None
         # Reentrant: a bootstrap holds it and claims, and a claim takes it for its guard (schema.py).
         self._schema_lock = threading.RLock()
         self._graph_lock = threading.Lock()  # the write worker's threads ask for the graph at once

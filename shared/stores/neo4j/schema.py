@@ -27,6 +27,10 @@ from shared.stores.neo4j.connection import Neo4jConnection, Row
 log = logging.getLogger(__name__)
 
 # What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
+# How long a write or a search that made the vector index waits for it: an empty store's is
+# online at once; one of many vectors is built meanwhile (about a minute at 62.7k here) while the
+# backup serves searches (search.py).
+NEW_INDEX_WAIT_S = 2.0
 CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
 
 SCHEMA_MADE_MEANWHILE = frozenset(
@@ -61,14 +65,15 @@ def claim_of(row: Mapping[str, Any]) -> ModelClaim:
 
 
 class SchemaOps(Neo4jConnection):
-    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300) -> None:
+    def bootstrap(self, model: str, dimension: int, timeout_s: int = 300, *, wait: bool = True) -> None:
         """Constraints, range indexes, the fulltext index and the vector index sized to the model.
 
         Refuses to run against a store that holds another model's vectors: that is a migration.
         The constraints come first: two processes claiming a new store at once (a first search and
         a first write) would otherwise each MERGE a claim node, and with two of them the uniqueness
         constraint can never be made, so every later write fails. One thread at a time (a restore
-        calls it beside the write threads' ``ensure_schema``).
+        calls it beside the write threads' ``ensure_schema``). ``wait``: until every index is
+        online (a restore, a migration); otherwise as ``ensure_vector_index`` says.
         """
         with self._schema_lock:
             self._claims_guarded = False  # made again: this may be another database than before
@@ -84,13 +89,15 @@ class SchemaOps(Neo4jConnection):
                 refusal = self.model_claim().refuse_write(model, dimension)
                 if refusal is not None:
                     raise refusal
-            self.ensure_vector_index(dimension, timeout_s)
+            self.ensure_vector_index(dimension, timeout_s, wait=wait)
 
-    def ensure_vector_index(self, dimension: int, timeout_s: int = 300) -> None:
+    def ensure_vector_index(self, dimension: int, timeout_s: int = 300, *, wait: bool = True) -> None:
         """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
         settings' HNSW options, and on a server that filters inside the index (2026.02+) with the
         tenant in it; an index made otherwise is kept (making it again makes vector searches wait
-        until it is online: about a minute at 62.7k here) and named once in the log."""
+        until it is online: about a minute at 62.7k here) and named once in the log. Without
+        ``wait``, an index made now is waited for at most ``NEW_INDEX_WAIT_S`` and one being built
+        not at all: a write or a search that meets a dropped index goes on while it is built."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
         if existing and existing[0]["dimension"] != dimension:
             raise ConfigurationError(
@@ -121,8 +128,24 @@ class SchemaOps(Neo4jConnection):
                     wanted,
                     q.VECTOR_INDEX,
                 )
-        self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
-        self._tenant_in_index = None  # this process's searches read the index it made at once
+        if wait:
+            self._write(q.AWAIT_INDEXES, timeout_s=timeout_s)
+        elif not existing:
+            self._await_new_indexes(NEW_INDEX_WAIT_S)
+        self._search_index_rows = None  # this process's searches read the index it made at once
+
+    def _await_new_indexes(self, timeout_s: float) -> None:
+        """Waits up to ``timeout_s`` for every index to be online; names those still built."""
+        deadline = time.monotonic() + timeout_s
+        while building := self._read(q.INDEXES_NOT_ONLINE):
+            if time.monotonic() >= deadline:
+                named = (f"{r['name']} {r['state'].lower()} {r['percent'] or 0:.0f}%" for r in building)
+                log.warning(
+                    "indexes being built: %s; searches are served by the backup until they are online",
+                    ", ".join(named),
+                )
+                return
+            time.sleep(0.05)
 
     def _guard_claims(self) -> None:
         """The constraints (one ``EngramSchema`` node per id among them), made before this store
@@ -215,7 +238,7 @@ class SchemaOps(Neo4jConnection):
             if self._schema_gone():
                 self.forget_schema()
             if (model, dimension) not in self._schema_ready:
-                self.bootstrap(model, dimension)
+                self.bootstrap(model, dimension, wait=False)
                 self._write(q.REGISTER_MODEL, model=model, dimension=dimension)
                 self._schema_ready.add((model, dimension))
 

@@ -65,6 +65,10 @@ SHOW_VECTOR_INDEX = (
 )
 
 AWAIT_INDEXES = "CALL db.awaitIndexes($timeout_s)"
+INDEXES_NOT_ONLINE = (
+    "SHOW INDEXES YIELD name, state, populationPercent WHERE state <> 'ONLINE' "
+    "RETURN name, state, populationPercent AS percent"
+)
 
 # What the database holds of the schema: a wiped or replaced database holds none of it.
 SHOW_CONSTRAINT_NAMES = "SHOW CONSTRAINTS YIELD name RETURN name"

@@ -22,6 +22,13 @@ FULLTEXT_SCHEMA = (
     "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 
+# The indexes a search reads through, as SHOW INDEXES gives them: Neo4j holds a read of a
+# populating index until it is online and refuses one of an index that is gone (search.py).
+SEARCH_INDEXES = (
+    "SHOW INDEXES YIELD name, state, populationPercent, properties WHERE name IN $names "
+    "RETURN name, state, populationPercent AS percent, properties"
+)
+
 # created_at as epoch microseconds: the driver's DateTime hydration cost a tenth of a millisecond a
 # row, a fifth of a search's time (measured with cProfile; Hit.from_row reads either). The term
 # vector (written with the content) gives the keyword score its counts without tokenising.
