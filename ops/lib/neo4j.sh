@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 #
-# Local Neo4j 5.26 Community server for Engram, built from Maven Central
+# Local Neo4j 2026.08 Community server for Engram, built from Maven Central
 # artifacts (ops/neo4j) -- no Docker, no tarball, no network once built.
 #
 # Source this file, then call the functions:

@@ -9,7 +9,6 @@ server the query worker searches the server itself, so "the backup down" is the 
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,48 +17,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.settings import Settings
-from tests.integration.support import ROOT, Workers, wait_until_finished
+from tests.integration.facts import LEAVES, ingest_facts, timed_search
+from tests.integration.support import ROOT, Workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 CLOSED_NEO4J = "bolt://127.0.0.1:9"
-
-FACTS = [
-    # id, text, project, memory type, tags, created_at
-    (
-        "photosynthesis",
-        "Photosynthesis lets plants turn sunlight, water and carbon dioxide into sugar, releasing oxygen.",
-        "botany",
-        "fact",
-        ["plants", "science"],
-        "2024-06-01T12:00:00Z",
-    ),
-    (
-        "sourdough",
-        "A sourdough starter is a fermented mix of flour and water that keeps wild yeast alive.",
-        "kitchen",
-        "note",
-        ["baking"],
-        "2020-03-01T12:00:00Z",
-    ),
-    (
-        "tides",
-        "Tides rise and fall twice a day because the Moon's gravity pulls the oceans toward it.",
-        "sea",
-        "fact",
-        ["science"],
-        "2021-09-15T12:00:00Z",
-    ),
-    (
-        "eiffel",
-        "The Eiffel Tower was finished in 1889 for the World's Fair and stands in Paris.",
-        "travel",
-        "note",
-        ["paris"],
-        "2023-01-10T12:00:00Z",
-    ),
-]
-LEAVES = "How do green leaves make food out of light?"
 
 
 @contextmanager
@@ -93,31 +56,6 @@ def neo4j_down_for_queries(workers: Workers) -> Iterator[Workers]:
     finally:
         workers.restart("query")
         workers.start("write")  # a no-op unless a test stopped it
-
-
-def ingest_facts(api: TestClient, tenant: str) -> None:
-    documents = [
-        {
-            "user_id": tenant,
-            "id": key,
-            "text": text,
-            "project_id": project,
-            "memory_type": memory_type,
-            "tags": tags,
-            "created_at": created_at,
-        }
-        for key, text, project, memory_type, tags, created_at in FACTS
-    ]
-    response = api.post("/api/documents", json={"documents": documents})
-    assert response.status_code == 202, response.text
-    statuses = wait_until_finished(api, tenant, [key for key, *_ in FACTS])
-    assert all(s["state"] == "done" and s["vector_sync"]["pending"] == 0 for s in statuses.values())
-
-
-def timed_search(api: TestClient, **body: Any) -> tuple[int, dict[str, Any], float]:
-    started = time.monotonic()
-    response = api.post("/api/memory/semantic-search", json=body)
-    return response.status_code, response.json(), time.monotonic() - started
 
 
 def degraded_search(api: TestClient, **body: Any) -> list[str]:

@@ -19,8 +19,8 @@ from shared.models import SearchFilters
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j.filters import filter_parameters
+from tests.integration.facts import LEAVES, ingest_facts, timed_search
 from tests.integration.support import DIMENSION, MODEL, cypher
-from tests.integration.test_fallback import LEAVES, ingest_facts, timed_search
 
 pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
