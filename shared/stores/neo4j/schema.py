@@ -26,11 +26,12 @@ from shared.stores.neo4j.connection import Neo4jConnection, Row
 
 log = logging.getLogger(__name__)
 
-# What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
 # How long a write or a search that made the vector index waits for it: an empty store's is
 # online at once; one of many vectors is built meanwhile (about a minute at 62.7k here) while the
 # backup serves searches (search.py).
 NEW_INDEX_WAIT_S = 2.0
+
+# What Neo4j says when a uniqueness constraint cannot be made over nodes that break it.
 CONSTRAINT_BLOCKED = "Neo.DatabaseError.Schema.ConstraintCreationFailed"
 
 SCHEMA_MADE_MEANWHILE = frozenset(
@@ -94,8 +95,8 @@ class SchemaOps(Neo4jConnection):
     def ensure_vector_index(self, dimension: int, timeout_s: int = 300, *, wait: bool = True) -> None:
         """The vector index on ``Memory.embedding``, sized to ``dimension``, online. Made with the
         settings' HNSW options, and on a server that filters inside the index (2026.02+) with the
-        tenant in it; an index made otherwise is kept (making it again makes vector searches wait
-        until it is online: about a minute at 62.7k here) and named once in the log. Without
+        tenant in it; an index made otherwise is kept (while it is made again, about a minute at
+        62.7k here, searches that need it are the backup's) and named once in the log. Without
         ``wait``, an index made now is waited for at most ``NEW_INDEX_WAIT_S`` and one being built
         not at all: a write or a search that meets a dropped index goes on while it is built."""
         existing = self._read(q.SHOW_VECTOR_INDEX, name=q.VECTOR_INDEX)
