@@ -172,3 +172,36 @@ def test_the_new_ingest_targets_judge_the_stack_cpu_and_the_instant_rate() -> No
     verdicts = {t.name: t.verdict for t in report.targets(result)}
     assert verdicts["stack CPU-ms a chunk outside the model"] == "MISS"
     assert verdicts["instant embedder chunks/s"] == "MISS"
+
+
+def test_the_targets_are_issue_28s_with_the_tenants_and_throughput_judged() -> None:
+    # Given a run at 100k: default p50 1.9x its 20 ms floor, vector 1.4x, ingestion 0.82x the raw
+    # embedder, the slowest tenant 38 ms, 8 clients at 52 searches/s with p99 280 ms
+    result = _result(38.0, 90.0, 20.0, 0.82)
+    result["search"]["100000"]["vector_ratio_p50"] = 1.4
+    result["tenants"] = {
+        share: {"p50_ms": ms, "complete": True} for share, ms in [("1%", 30.0), ("10%", 38.0)]
+    }
+    level = {"clients": 8, "per_s": 52.0, "failed": 0, "latency": {"p99_ms": 280.0}}
+    result["throughput"] = [{**level, "clients": 1, "per_s": 15.0}, level]
+
+    verdicts = {t.name: t.verdict for t in report.targets(result)}
+
+    # Then each passes by the issue's bound
+    for name in (
+        "ingestion / raw embedder",
+        "default p50 / floor",
+        "vector p50 / floor",
+        "tenants' p50 / floor, the slowest",
+        "HTTP searches/s, 8 clients",
+        "HTTP p99 ms, 8 clients",
+    ):
+        assert verdicts[name] == "PASS", name
+
+    # And a slower tenant, fewer searches a second or a slower tail misses
+    result["tenants"]["10%"]["p50_ms"] = 41.0
+    level.update(per_s=49.0, latency={"p99_ms": 300.0})
+    verdicts = {t.name: t.verdict for t in report.targets(result)}
+    assert verdicts["tenants' p50 / floor, the slowest"] == "MISS"
+    assert verdicts["HTTP searches/s, 8 clients"] == "MISS"
+    assert verdicts["HTTP p99 ms, 8 clients"] == "MISS"  # strictly under 300 ms
