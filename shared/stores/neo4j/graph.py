@@ -8,7 +8,7 @@ Python, before the transaction's statements run; the statements are in ``graph_q
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -81,15 +81,23 @@ class GraphWriter:
         pairs = [[a, b] for a, b in combinations(related, 2)]
         return {"id": memory.id, "user_id": memory.user_id, "entities": entities, "pairs": pairs}
 
-    def derive(self, tx: ManagedTransaction, rows: Sequence[Row], sessions: Iterable[Row] = ()) -> None:
+    def derive(
+        self,
+        tx: ManagedTransaction,
+        rows: Sequence[Row],
+        sessions: Iterable[Row] = (),
+        fresh: Collection[str] = frozenset(),
+    ) -> None:
         """Entities of these Memories derived again, and their sessions (and ``sessions``,
-        those of Memories removed meanwhile) chained again."""
+        those of Memories removed meanwhile and of the ``fresh`` ones) chained again. A ``fresh``
+        Memory, made by this transaction, has no entity or session to be read or undone."""
         ids = [row["id"] for row in rows]
         if not ids:
             self.relink(tx, sessions)
             return
-        found = [dict(r) for r in tx.run(gq.SESSIONS_OF, ids=ids)]
-        touched = self.unlink(tx, ids)
+        stored = [i for i in ids if i not in fresh]
+        found = [dict(r) for r in tx.run(gq.SESSIONS_OF, ids=stored)] if stored else []
+        touched = self.unlink(tx, stored)
         linked = [row for row in rows if row["entities"]]
         if linked:
             tx.run(gq.LINK_ENTITIES, rows=linked, now=utc_now()).consume()

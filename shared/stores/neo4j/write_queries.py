@@ -13,9 +13,12 @@ UNWIND $documents AS d
 OPTIONAL MATCH (gone:DeletedDocument {id: d.key})
 WITH d, gone WHERE gone IS NULL OR gone.version < d.version
 MERGE (doc:Document {id: d.key})
-ON CREATE SET doc.created_at = d.created_at
+// Version -1 until the SET below: made by this MERGE, so it holds no chunk the write could find
+// stale (a document written before, even by a version that kept none, never has -1).
+ON CREATE SET doc.created_at = d.created_at, doc.version = -1
 SET doc.last_write_at = $now
 WITH d, doc, gone WHERE coalesce(doc.version, 0) <= d.version
+WITH d, doc, gone, doc.version = -1 AS fresh
 SET doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d.project_id,
     doc.session_id = d.session_id, doc.source = d.source, doc.title = d.title, doc.uri = d.uri,
     doc.content_hash = d.content_hash, doc.metadata = d.metadata, doc.chunk_count = d.chunk_count,
@@ -23,13 +26,17 @@ SET doc.external_id = d.external_id, doc.user_id = d.user_id, doc.project_id = d
     doc.created_at = coalesce(d.given_created_at, doc.created_at), doc.ingested_at = $now,
     doc.version = d.version
 FOREACH (tombstone IN CASE WHEN gone IS NULL THEN [] ELSE [gone] END | DELETE tombstone)
-RETURN d.key AS key
+RETURN d.key AS key, fresh
 """
 
 UPSERT_MEMORIES = """
 UNWIND $memories AS row
 MATCH (doc:Document {id: row.document_key})
 WHERE doc.version = row.version AND doc.id IN $accepted
+// A Memory not stored before names no entity and is in no session yet: the graph's steps that
+// undo those are not asked for it.
+OPTIONAL MATCH (before:Memory {id: row.id})
+WITH row, doc, before IS NULL AS fresh
 MERGE (m:Memory {id: row.id})
 ON CREATE SET m.created_at = row.created_at
 SET m.created_at = coalesce(row.given_created_at, m.created_at),
@@ -37,10 +44,10 @@ SET m.created_at = coalesce(row.given_created_at, m.created_at),
     m.vector_sync = 'pending', m.vector_sync_error = null, m.vector_sync_attempts = 0,
     m.vector_sync_retry_at = null, m.vector_synced_at = null
 MERGE (doc)-[:HAS_CHUNK]->(m)
-WITH m
+WITH m, fresh
 OPTIONAL MATCH (t:DeletedMemory {id: m.id})
 DELETE t
-RETURN m.id AS id
+RETURN m.id AS id, fresh
 """
 
 LINK_NEXT = """

@@ -31,6 +31,7 @@ class WriteOps(SchemaOps):
         memory_rows: list[Row] = []
         pairs: dict[str, list[list[str]]] = {}
         sources: list[GraphSource] = []
+        sessions: dict[str, Row] = {}  # a new Memory's session, as SESSIONS_OF would read it
         for write in writes:
             staged = write.staged
             doc = staged.document
@@ -57,6 +58,8 @@ class WriteOps(SchemaOps):
                 embedding = [float(x) for x in vector]
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
                 sources.append(GraphSource(memory.id, memory.user_id, memory.content))
+                if memory.session_id is not None:
+                    sessions[memory.id] = {"user_id": memory.user_id, "session_id": memory.session_id}
                 properties = memory.model_dump(exclude={"created_at"})
                 properties["term_vector"] = term_vector(memory.content)  # Neo4j's own: not in the payload
                 memory_rows.append(
@@ -85,22 +88,34 @@ class WriteOps(SchemaOps):
                 refusal = claim.refuse_write(model, dimension)
                 if refusal is not None:
                     raise refusal
-            accepted = [r["key"] for r in tx.run(q.UPSERT_DOCUMENTS, documents=document_rows, now=now)]
+            upserted = tx.run(q.UPSERT_DOCUMENTS, documents=document_rows, now=now).data()
+            accepted = [r["key"] for r in upserted]
             if not accepted:
                 return WriteOutcome(stale=[row["key"] for row in document_rows])
-            written = [
-                r["id"] for r in tx.run(q.UPSERT_MEMORIES, memories=memory_rows, accepted=accepted, now=now)
-            ]
+            rows = tx.run(q.UPSERT_MEMORIES, memories=memory_rows, accepted=accepted, now=now).data()
+            written = [r["id"] for r in rows]
             links = [pair for key in accepted for pair in pairs[key]]
             tx.run(q.LINK_NEXT, pairs=links).consume()
             accepted_set = set(accepted)
-            kept = [row for row in document_rows if row["key"] in accepted_set]
-            stale_ids = [r["id"] for r in tx.run(gq.STALE_CHUNKS, documents=kept)]
-            touched, old_sessions = graph.before_removal(tx, stale_ids)
-            removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
-            graph.prune(tx, touched)
+            # Only a document stored before can hold chunks its new version no longer has: for
+            # new ones (most writes) the two statements that find and remove them are not run.
+            known = {r["key"] for r in upserted if not r["fresh"]}
+            kept = [row for row in document_rows if row["key"] in known]
+            removed: list[str] = []
+            old_sessions: list[Row] = []
+            if kept:
+                stale_ids = [r["id"] for r in tx.run(gq.STALE_CHUNKS, documents=kept)]
+                touched, old_sessions = graph.before_removal(tx, stale_ids)
+                removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
+                graph.prune(tx, touched)
             written_set = set(written)
-            graph.derive(tx, [row for row in entity_rows if row["id"] in written_set], old_sessions)
+            fresh = {r["id"] for r in rows if r["fresh"]}
+            graph.derive(
+                tx,
+                [row for row in entity_rows if row["id"] in written_set],
+                [*old_sessions, *(sessions[i] for i in fresh if i in sessions)],
+                fresh=fresh,
+            )
             return WriteOutcome(
                 written=accepted,
                 stale=[row["key"] for row in document_rows if row["key"] not in accepted_set],

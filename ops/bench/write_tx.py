@@ -1,0 +1,133 @@
+"""The write stage's transaction for one new document at a time (issue 28, target 6), on the Neo4j
+the ENGRAM_* settings name.
+
+    .venv/bin/python ops/bench/write_tx.py --documents 300 --base 10000
+
+What a webhook's post costs the write worker between the embed stage and searchable: one
+``write_documents`` of one new document (a conversation turn, one chunk in a session, or a note
+of three chunks, alternately; real passages of ../shared/datasets/msmarco-5k with random unit
+vectors), timed one after another in a tenant of its own. ``--base`` Memories of another tenant
+are written first (once: kept for later runs) so the indexes are not empty. Prints one JSON
+object; the tenant's nodes are removed at the end.
+
+The code measured is whichever ``shared`` is imported: to measure another commit's on the same
+store, ``git archive <commit> shared | tar -x -C /tmp/before`` and run with PYTHONPATH=/tmp/before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, LiteralString
+
+import numpy as np
+
+import shared
+from shared.container import Container
+from shared.ids import content_hash, document_key, memory_id
+from shared.models import ChunkRecord, DocumentIn, StagedDocument
+from shared.settings import get_settings
+from shared.stores.base import DocumentWrite
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "datasets" / "msmarco-5k" / "corpus.jsonl"
+MODEL = "writebench-random"
+DIM = 384
+BASE_TENANT = "writebench-base"
+COUNT: LiteralString = "MATCH (m:Memory {user_id: $tenant}) RETURN count(m) AS n"
+FORGET: LiteralString = "MATCH (n) WHERE n.user_id = $tenant DETACH DELETE n"
+
+
+def passages() -> list[str]:
+    with CORPUS.open() as lines:
+        return [json.loads(line)["text"] for line in lines]
+
+
+def write_of(
+    tenant: str, n: int, texts: list[str], vectors: np.ndarray, session: str | None
+) -> DocumentWrite:
+    doc_id = f"doc-{n:07}"
+    document = DocumentIn(
+        user_id=tenant, id=doc_id, text="\n\n".join(texts), title=doc_id, session_id=session
+    )
+    chunks = [
+        ChunkRecord(
+            id=memory_id(tenant, doc_id, i),
+            chunk_index=i,
+            content=text,
+            content_hash=content_hash(text),
+            token_count=len(text.split()),
+        )
+        for i, text in enumerate(texts)
+    ]
+    staged = StagedDocument(
+        document=document,
+        key=document_key(tenant, doc_id),
+        version=time.time_ns(),
+        content_hash=content_hash(document.text),
+        received_at=datetime.now(UTC),
+        chunks=chunks,
+    )
+    return DocumentWrite(staged, [[float(x) for x in v] for v in vectors], MODEL)
+
+
+def unit(rng: np.random.Generator, rows: int) -> np.ndarray:
+    vectors = rng.normal(size=(rows, DIM)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--documents", type=int, default=300, help="new documents written, one at a time")
+    parser.add_argument("--base", type=int, default=10_000, help="Memories of another tenant first")
+    parser.add_argument("--label", default="", help="a name for this run in the JSON")
+    args = parser.parse_args(argv)
+    container = Container(get_settings())
+    graph = container.graph
+    graph.ensure_schema(MODEL, DIM)
+    texts = passages()
+    rng = np.random.default_rng(28)
+    have = int(graph.read_rows(COUNT, tenant=BASE_TENANT)[0]["n"])
+    for start in range(have, args.base, 200):
+        batch = [
+            write_of(BASE_TENANT, n, [texts[n % len(texts)]], unit(rng, 1), None)
+            for n in range(start, min(start + 200, args.base))
+        ]
+        graph.write_documents(batch)
+        print(f"base: {start + len(batch)}/{args.base}", file=sys.stderr)
+    tenant = f"writebench-{time.time_ns()}"
+    timings: dict[str, list[float]] = {"turn": [], "note": []}
+    try:
+        for n in range(args.documents + 10):
+            kind = "turn" if n % 2 == 0 else "note"
+            picked = [texts[(n * 7 + i) % len(texts)] for i in range(1 if kind == "turn" else 3)]
+            write = write_of(tenant, n, picked, unit(rng, len(picked)), "s1" if kind == "turn" else None)
+            started = time.perf_counter()
+            graph.write_documents([write])
+            if n >= 10:  # the first few: plans compiled, caches warm
+                timings[kind].append((time.perf_counter() - started) * 1000)
+    finally:
+        graph.write_rows(FORGET, tenant=tenant)
+        container.close()
+    result: dict[str, Any] = {"label": args.label, "shared": str(Path(shared.__file__).parent)}
+    for kind, ms in timings.items():
+        ms.sort()
+        result[kind] = {
+            "writes": len(ms),
+            "p50_ms": round(statistics.median(ms), 2),
+            "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 2),
+            "mean_ms": round(statistics.fmean(ms), 2),
+        }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
