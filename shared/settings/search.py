@@ -14,7 +14,12 @@ class SearchSettings(BaseModel):
     search_default_threshold: float | None = Field(
         None, ge=-1.0, le=1.0, description="Least cosine similarity returned; none by default."
     )
-    search_timeout_s: float = Field(10.0, gt=0, description="How long a caller waits for the query worker.")
+    search_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="How long a caller waits for the query worker; a search's read Neo4j has not "
+        "answered in half of it is stopped, and the search asks the backup.",
+    )
     search_oversample: int = Field(
         4, ge=1, description="Candidates taken from each source per result asked (the fusion pool)."
     )

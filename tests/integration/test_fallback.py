@@ -9,6 +9,7 @@ server the query worker searches the server itself, so "the backup down" is the 
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,13 +17,16 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from shared.errors import ServiceUnavailable
 from shared.settings import Settings
+from shared.stores.neo4j import Neo4jStore
 from tests.integration.facts import LEAVES, ingest_facts, timed_search
 from tests.integration.support import ROOT, Workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.backup]
 
 CLOSED_NEO4J = "bolt://127.0.0.1:9"
+SLOW_READ = "UNWIND range(1, 200000000) AS x WITH x WHERE x % 7 = 0 RETURN count(x) AS n"
 
 
 @contextmanager
@@ -123,3 +127,23 @@ def test_neo4j_and_the_fallback_down_is_a_prompt_503_naming_both(
     assert "neo4j" in answer["service"] and "qdrant" in answer["service"]
     assert "neo4j" in answer["detail"] and "qdrant" in answer["detail"]
     assert elapsed < settings.search_timeout_s / 2
+
+
+def test_a_search_read_neo4j_does_not_answer_in_half_the_callers_wait_is_stopped(settings: Settings) -> None:
+    # Given the searches' store of a process whose callers wait 0.4 s, and a read Neo4j takes
+    # seconds over (a held read: an index made again since it was looked at, on 5.26)
+    store = Neo4jStore(settings.model_copy(update={"search_timeout_s": 0.4}), one_try_reads=True)
+    try:
+        # When it is read
+        started = time.monotonic()
+        with pytest.raises(ServiceUnavailable) as stopped:
+            store.read_rows(SLOW_READ)
+        elapsed = time.monotonic() - started
+    finally:
+        store.close()
+
+    # Then Neo4j stopped it at its timeout (0.2 s), and the primary is said unavailable, which is
+    # what makes a search ask the backup (test_neo4j_down_search_answers_from_qdrant_...)
+    assert stopped.value.service == "neo4j"
+    assert "ran past its timeout" in stopped.value.detail
+    assert elapsed < 0.4 + 1.0  # the timeout, and the round trips of a loaded machine

@@ -7,6 +7,7 @@ makes again does not wait for the index to be built."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import neo4j
@@ -49,7 +50,12 @@ def store(settings: Settings, neo4j_driver: neo4j.Driver, tenant: str) -> Iterat
 
 
 def test_searches_during_an_index_rebuild_are_served_by_the_backup_then_by_neo4j(
-    api: TestClient, store: Neo4jStore, neo4j_driver: neo4j.Driver, settings: Settings, tenant: str
+    api: TestClient,
+    store: Neo4jStore,
+    neo4j_driver: neo4j.Driver,
+    settings: Settings,
+    tenant: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given a tenant's facts in both stores, and another tenant's 10,000 vectors in Neo4j
     ingest_facts(api, tenant)
@@ -61,6 +67,16 @@ def test_searches_during_an_index_rebuild_are_served_by_the_backup_then_by_neo4j
     cypher(neo4j_driver, "CALL db.awaitIndexes(300)")
     filters = filter_parameters(tenant, SearchFilters())
     query = rng.normal(size=DIMENSION).tolist()
+    # (and another process's store, looking at its schema at every write and search)
+    watching = Neo4jStore(settings.model_copy(update={"neo4j_schema_check_s": 0.0}), one_try_reads=True)
+    watching.ensure_schema(MODEL, DIMENSION)
+    # (and one that looked at the index just now and trusts what it saw for a while, whose caller
+    # waits a second)
+    trusting = Neo4jStore(
+        settings.model_copy(update={"neo4j_schema_check_s": 3600.0, "search_timeout_s": 1.0}),
+        one_try_reads=True,
+    )
+    trusting.vector_candidates(query, 10, filters, 10)
 
     # When the vector index is dropped and the schema is made again, as the next write or search does
     cypher(neo4j_driver, "DROP INDEX memory_embedding")
@@ -69,6 +85,25 @@ def test_searches_during_an_index_rebuild_are_served_by_the_backup_then_by_neo4j
 
     # Then that returns while the index is still being built
     assert cypher(neo4j_driver, STATE, name="memory_embedding") == [{"state": "POPULATING"}]
+
+    # And the other process's check finds the schema there (an index being built is not gone)
+    # and does not make it again at each write and search until the index is online
+    made_again: list[object] = []
+    monkeypatch.setattr(watching, "bootstrap", lambda *args, **kwargs: made_again.append(args))
+    watching.ensure_schema(MODEL, DIMENSION)
+    watching.close()
+    assert made_again == []
+
+    # And a read by the process that still sees the index online is not held until the index is
+    # built: refused (2026's SEARCH) it looks again, or held (5.26's queryNodes) it is stopped by
+    # its timeout; either way the primary is said unavailable in time for the caller, and the
+    # search asks the backup
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable) as held:
+        trusting.vector_candidates(query, 10, filters, 10)
+    trusting.close()
+    assert held.value.service == "neo4j"
+    assert time.monotonic() - started < 1.0
 
     # And the store's vector read says the index is not online, rather than waiting for it
     with pytest.raises(ServiceUnavailable) as populating:

@@ -50,6 +50,11 @@ def _native_row(record: neo4j.Record) -> Row:
     return {key: _native(value) for key, value in zip(record.keys(), record.values(), strict=True)}
 
 
+# A read stopped by the timeout it was sent with (one-try reads: the searches'): the primary could
+# not answer in time, which the search takes as the primary unavailable and asks the backup.
+TIMED_OUT = "TransactionTimedOut"
+
+
 @contextmanager
 def translated_errors() -> Iterator[None]:
     try:
@@ -58,9 +63,11 @@ def translated_errors() -> Iterator[None]:
         raise ConfigurationError(f"Neo4j refused the credentials: {exc.message}") from exc
     except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OSError) as exc:
         raise ServiceUnavailable("neo4j", " ".join(str(exc).split()), START_HINT) from exc
-    except neo4j_errors.TransientError as exc:
-        raise TransientError(f"Neo4j transient error: {exc.message}") from exc
-    except neo4j_errors.ClientError as exc:
+    except (neo4j_errors.TransientError, neo4j_errors.ClientError) as exc:
+        if TIMED_OUT in (exc.code or ""):
+            raise ServiceUnavailable("neo4j", f"a read ran past its timeout: {exc.message}") from exc
+        if isinstance(exc, neo4j_errors.TransientError):
+            raise TransientError(f"Neo4j transient error: {exc.message}") from exc
         raise GraphStoreRejected(f"Neo4j refused the statement: {exc.code}: {exc.message}") from exc
     except neo4j_errors.DatabaseError as exc:
         raise TransientError(f"Neo4j database error: {exc.code}: {exc.message}") from exc
@@ -99,6 +106,9 @@ class Neo4jConnection:
         self._settings = settings
         self._graph = graph
         self._one_try_reads = one_try_reads
+        # A one-try read Neo4j holds (a lock, an index made again since it was looked at) is
+        # stopped in time for the search to ask the backup within the caller's wait.
+        self._read_timeout_s = settings.search_timeout_s / 2
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
         self._graph_schema_ready = False
@@ -161,7 +171,7 @@ class Neo4jConnection:
         with translated_errors():
             if self._one_try_reads:
                 with self._driver.session(database=self._database, default_access_mode=READ) as session:
-                    records = list(session.run(query, params))
+                    records = list(session.run(neo4j.Query(query, timeout=self._read_timeout_s), params))
             else:
                 records, _, _ = self._driver.execute_query(
                     query, params, database_=self._database, routing_=neo4j.RoutingControl.READ

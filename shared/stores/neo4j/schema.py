@@ -208,10 +208,12 @@ class SchemaOps(Neo4jConnection):
         rows = self._read(q.STORED_MODEL)
         return (rows[0]["model"], int(rows[0]["dimension"])) if rows else None
 
-    def missing_schema(self) -> list[str]:
-        """The constraints and indexes of the schema the database lacks (or holds not online)."""
+    def missing_schema(self, populating: bool = False) -> list[str]:
+        """The constraints and indexes of the schema the database lacks (or holds not online;
+        with ``populating``, not being built either)."""
         present = {row["name"] for row in self._read(q.SHOW_CONSTRAINT_NAMES)}
-        present |= {row["name"] for row in self._read(q.SHOW_INDEX_NAMES)}
+        names = q.SHOW_INDEX_NAMES_MADE if populating else q.SHOW_INDEX_NAMES
+        present |= {row["name"] for row in self._read(names)}
         return [name for name in schema_names() if name not in present]
 
     def _schema_gone(self) -> bool:
@@ -223,7 +225,9 @@ class SchemaOps(Neo4jConnection):
         store_id = self._read(q.STORE_ID)[0]["store_id"]
         if store_id != self._schema_store_id:
             return True
-        return bool(self.missing_schema())
+        # An index being built (dropped and made again) is not gone: making the schema again
+        # would change nothing but cost every process a bootstrap each check until it is online.
+        return bool(self.missing_schema(populating=True))
 
     def forget_schema(self) -> None:
         """The next write or search makes the schema again (a new database was met)."""

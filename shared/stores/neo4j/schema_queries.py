@@ -75,6 +75,9 @@ SHOW_CONSTRAINT_NAMES = "SHOW CONSTRAINTS YIELD name RETURN name"
 
 SHOW_INDEX_NAMES = "SHOW INDEXES YIELD name, state WHERE state = 'ONLINE' RETURN name"
 
+# Indexes there or being built: one being built is not made again (schema.py's check).
+SHOW_INDEX_NAMES_MADE = "SHOW INDEXES YIELD name, state WHERE state IN ['ONLINE', 'POPULATING'] RETURN name"
+
 STORE_ID = "OPTIONAL MATCH (s:EngramSchema {id: 'identity'}) RETURN s.store_id AS store_id"
 
 # The model whose vectors the store holds: set by the first writer, checked by every later one.
