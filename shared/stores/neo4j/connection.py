@@ -106,8 +106,8 @@ class Neo4jConnection:
         self._settings = settings
         self._graph = graph
         self._one_try_reads = one_try_reads
-        # A one-try read Neo4j holds (a lock, an index made again since it was looked at) is
-        # stopped in time for the search to ask the backup within the caller's wait.
+        # A one-try read Neo4j holds (5.26's queryNodes on an index made again since it was looked
+        # at) or runs long is stopped in time for the search to ask the backup within the wait.
         self._read_timeout_s = settings.search_timeout_s / 2
         self._database = settings.neo4j_database
         self._schema_ready: set[tuple[str, int]] = set()
