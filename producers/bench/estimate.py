@@ -41,8 +41,8 @@ def phases(
         "tenants": ("tenants 1%/10%/50%", 3 * searches * SEARCH_S),
         "recall": ("recall@10 against exact", top / 5000 + searches * 0.03),
         "reconcile": ("reconcile scan and repair", 2 * top / 4000 + min(top, 10_000) / 1000),
-        "fallback": ("fallback, Neo4j stopped and started", 90 + searches * SEARCH_S),
         "instant": ("instant embedder (workers restarted)", 60 + min(sizes[0], 5000) / INSTANT_PER_S),
+        "fallback": ("fallback, Neo4j stopped and started", 90 + searches * SEARCH_S),
     }
     for name, (label, seconds) in optional.items():
         if name not in skip and (name not in ("fallback", "instant") or own_stack):
