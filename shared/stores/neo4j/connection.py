@@ -65,7 +65,7 @@ def translated_errors() -> Iterator[None]:
         raise ServiceUnavailable("neo4j", " ".join(str(exc).split()), START_HINT) from exc
     except (neo4j_errors.TransientError, neo4j_errors.ClientError) as exc:
         if TIMED_OUT in (exc.code or ""):
-            raise ServiceUnavailable("neo4j", f"a read ran past its timeout: {exc.message}") from exc
+            raise ServiceUnavailable("neo4j", f"a statement ran past its timeout: {exc.message}") from exc
         if isinstance(exc, neo4j_errors.TransientError):
             raise TransientError(f"Neo4j transient error: {exc.message}") from exc
         raise GraphStoreRejected(f"Neo4j refused the statement: {exc.code}: {exc.message}") from exc

@@ -44,6 +44,7 @@ class GraphSource:
     id: str
     user_id: str
     content: str
+    session_id: str | None = None
 
 
 class GraphWriter:
@@ -79,7 +80,13 @@ class GraphWriter:
             key=lambda e: str(e["id"]),
         )
         pairs = [[a, b] for a, b in combinations(related, 2)]
-        return {"id": memory.id, "user_id": memory.user_id, "entities": entities, "pairs": pairs}
+        return {
+            "id": memory.id,
+            "user_id": memory.user_id,
+            "session_id": memory.session_id,
+            "entities": entities,
+            "pairs": pairs,
+        }
 
     def derive(
         self,
@@ -89,14 +96,20 @@ class GraphWriter:
         fresh: Collection[str] = frozenset(),
     ) -> None:
         """Entities of these Memories derived again, and their sessions (and ``sessions``,
-        those of Memories removed meanwhile and of the ``fresh`` ones) chained again. A ``fresh``
-        Memory, made by this transaction, has no entity or session to be read or undone."""
+        those of Memories removed meanwhile) chained again. A ``fresh`` Memory, made by this
+        transaction, has no entity or session to be read or undone: its session is its own."""
         ids = [row["id"] for row in rows]
         if not ids:
             self.relink(tx, sessions)
             return
         stored = [i for i in ids if i not in fresh]
         found = [dict(r) for r in tx.run(gq.SESSIONS_OF, ids=stored)] if stored else []
+        # A fresh Memory's session is its own field, as SESSIONS_OF would read it.
+        found += [
+            {"user_id": row["user_id"], "session_id": row["session_id"]}
+            for row in rows
+            if row["id"] in fresh and row.get("session_id") is not None
+        ]
         touched = self.unlink(tx, stored)
         linked = [row for row in rows if row["entities"]]
         if linked:

@@ -31,7 +31,6 @@ class WriteOps(SchemaOps):
         memory_rows: list[Row] = []
         pairs: dict[str, list[list[str]]] = {}
         sources: list[GraphSource] = []
-        sessions: dict[str, Row] = {}  # a new Memory's session, as SESSIONS_OF would read it
         for write in writes:
             staged = write.staged
             doc = staged.document
@@ -57,9 +56,7 @@ class WriteOps(SchemaOps):
             for chunk, vector in zip(staged.chunks, write.vectors, strict=True):
                 embedding = [float(x) for x in vector]
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
-                sources.append(GraphSource(memory.id, memory.user_id, memory.content))
-                if memory.session_id is not None:
-                    sessions[memory.id] = {"user_id": memory.user_id, "session_id": memory.session_id}
+                sources.append(GraphSource(memory.id, memory.user_id, memory.content, memory.session_id))
                 properties = memory.model_dump(exclude={"created_at"})
                 properties["term_vector"] = term_vector(memory.content)  # Neo4j's own: not in the payload
                 memory_rows.append(
@@ -109,12 +106,11 @@ class WriteOps(SchemaOps):
                 removed = [r["id"] for r in tx.run(q.REMOVE_STALE_CHUNKS, documents=kept, now=now)]
                 graph.prune(tx, touched)
             written_set = set(written)
-            fresh = {r["id"] for r in rows if r["fresh"]}
             graph.derive(
                 tx,
                 [row for row in entity_rows if row["id"] in written_set],
-                [*old_sessions, *(sessions[i] for i in fresh if i in sessions)],
-                fresh=fresh,
+                old_sessions,
+                fresh={r["id"] for r in rows if r["fresh"]},
             )
             return WriteOutcome(
                 written=accepted,
