@@ -14,6 +14,7 @@ digits, an apostrophe inside kept, lower-cased.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections import Counter
@@ -198,13 +199,33 @@ def _phrase(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+TENANT_TOKEN_DIGITS = 39
+"""The digits of a tenant's token: 2**128 has 39."""
+
+
+@lru_cache(maxsize=4096)
+def tenant_token(user_id: str) -> str:
+    """The tenant as one term of the fulltext index (``Memory.tenant_token``): the 128 bits of a
+    BLAKE2b of its id, as 39 decimal digits. Lucene's English analyser keeps a run of digits as one
+    token, unstemmed, so a query for it matches this tenant's Memories and no other's. The id's own
+    words did not: a phrase of them matches any id holding the same words in that order
+    ("alice-smith" and "Alice Smith", or "t-abc" inside "t-abc-big"), so each match had to be read
+    back and its ``user_id`` compared, most of the cost of a word's count."""
+    digest = hashlib.blake2b(user_id.encode("utf-8"), digest_size=16).digest()
+    return str(int.from_bytes(digest, "big")).zfill(TENANT_TOKEN_DIGITS)
+
+
+def _tenant_clause(user_id: str) -> str:
+    return f"tenant_token:{tenant_token(user_id)}"
+
+
 def tenant_query(user_id: str, terms: list[str]) -> str | None:
     """A Lucene query for the tenant's memories holding any of the terms: the tenant is a clause
     of the query, so Lucene's limit counts only this tenant's matches."""
     words = sorted(set(terms))
     if not words:
         return None
-    return f"user_id:{_phrase(user_id)} AND content:({' '.join(_phrase(w) for w in words)})"
+    return f"{_tenant_clause(user_id)} AND content:({' '.join(_phrase(w) for w in words)})"
 
 
 def tenant_term_queries(user_id: str, words: list[str]) -> dict[str, str]:
@@ -213,4 +234,5 @@ def tenant_term_queries(user_id: str, words: list[str]) -> dict[str, str]:
     said: dict[str, str] = {}
     for word in sorted(set(words)):
         said.setdefault(stem(word), word)
-    return {term: f"user_id:{_phrase(user_id)} AND content:{_phrase(word)}" for term, word in said.items()}
+    tenant = _tenant_clause(user_id)
+    return {term: f"{tenant} AND content:{_phrase(word)}" for term, word in said.items()}

@@ -10,11 +10,11 @@ import neo4j
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.search.text import query_terms, stems, term_counts, term_vector
+from shared.search.text import query_terms, stems, tenant_token, term_counts, term_vector
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
-from tests.integration.support import cypher, wait_until_finished
+from tests.integration.support import DIMENSION, MODEL, cypher, wait_until_finished
 
 pytestmark = pytest.mark.integration
 
@@ -152,6 +152,53 @@ def test_each_memory_keeps_its_term_vector_and_a_memory_without_one_scores_the_s
     assert {r["id"]: r["v"] for r in cypher(neo4j_driver, read, u=tenant)} == {
         r["id"]: term_vector(r["content"]) for r in cypher(neo4j_driver, read, u=tenant)
     }
+
+
+def test_memories_written_before_tenant_tokens_get_theirs_and_are_found_by_their_words(
+    api: TestClient, neo4j_driver: neo4j.Driver, settings: Settings, tenant: str
+) -> None:
+    # Given a tenant's memories, each holding its tenant's token (one term of the fulltext index),
+    # and a second tenant whose id holds the first one's words
+    post(api, [{"user_id": tenant, "id": f"small-{i}", "text": text} for i, text in enumerate(SMALL)])
+    wider = f"{tenant} x"
+    post(api, [{"user_id": wider, "id": "wide", "text": SMALL[0]}])
+    tokens = (
+        "MATCH (m:Memory) WHERE m.user_id IN $u RETURN m.user_id AS u, collect(DISTINCT m.tenant_token) AS t"
+    )
+    assert {r["u"]: r["t"] for r in cypher(neo4j_driver, tokens, u=[tenant, wider])} == {
+        tenant: [tenant_token(tenant)],
+        wider: [tenant_token(wider)],
+    }
+    kept = scored(search(api, query=QUERY, user_id=tenant, top_k=3, method="bm25"))
+    assert len(kept) == 3
+
+    # When the store is as an earlier version left it: no tokens, the tenant in the index by its
+    # id's words
+    cypher(neo4j_driver, "MATCH (m:Memory) WHERE m.user_id IN $u REMOVE m.tenant_token", u=[tenant, wider])
+    cypher(neo4j_driver, f"DROP INDEX {FULLTEXT_INDEX}")
+    cypher(
+        neo4j_driver,
+        "CREATE FULLTEXT INDEX memory_content_english FOR (m:Memory) ON EACH [m.content, m.user_id] "
+        "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    )
+    # and a process of this version makes its schema
+    store = Neo4jStore(settings)
+    try:
+        store.bootstrap(MODEL, DIMENSION)
+    finally:
+        store.close()
+
+    # Then every memory has its tenant's token, the index holds them in place of the old one,
+    # and the tenant's words find its memories with the scores they had
+    assert {r["u"]: r["t"] for r in cypher(neo4j_driver, tokens, u=[tenant, wider])} == {
+        tenant: [tenant_token(tenant)],
+        wider: [tenant_token(wider)],
+    }
+    names = "SHOW FULLTEXT INDEXES YIELD name, state, properties RETURN name, state, properties"
+    assert [(r["name"], r["state"], r["properties"]) for r in cypher(neo4j_driver, names)] == [
+        (FULLTEXT_INDEX, "ONLINE", ["content", "tenant_token"])
+    ]
+    assert scored(search(api, query=QUERY, user_id=tenant, top_k=3, method="bm25")) == kept
 
 
 def test_engram_explains_each_score_and_the_threshold_cuts_on_similarity(

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from shared.search.fusion import feedback_vector
-from shared.search.text import tokens
+from shared.search.text import tenant_token, tokens
 
-_LUCENE = re.compile(r'user_id:"((?:[^"\\]|\\.)*)" AND content:(.*)')
+_LUCENE = re.compile(r"tenant_token:(\d+) AND content:(.*)")
 _PHRASE = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -108,9 +108,11 @@ class FakeSearchStore:
     def _matches(self, lucene: str) -> list[Stored]:
         found = _LUCENE.fullmatch(lucene)
         assert found, lucene
-        user = found.group(1).replace('\\"', '"').replace("\\\\", "\\")
+        token = found.group(1)
         words = {w.replace('\\"', '"').replace("\\\\", "\\") for w in _PHRASE.findall(found.group(2))}
-        return [m for m in self.memories if m.user_id == user and words & set(tokens(m.content))]
+        return [
+            m for m in self.memories if tenant_token(m.user_id) == token and words & set(tokens(m.content))
+        ]
 
     def fulltext_candidates(
         self, text: str, vector: Sequence[float], k: int, filters: dict[str, Any]

@@ -15,11 +15,13 @@ from shared.search import QueryEmbeddingCache
 from shared.search.text import (
     _POSSESSIVE,
     _TOKEN,
+    TENANT_TOKEN_DIGITS,
     counts_of,
     query_terms,
     stem,
     tenant_query,
     tenant_term_queries,
+    tenant_token,
     term_counts,
     tokens,
 )
@@ -60,7 +62,10 @@ def test_lucene_syntax_and_operators_do_not_survive() -> None:
     terms = query_terms('title:foo AND (bar OR "baz")~2 \\')
 
     assert terms == ["title", "foo", "bar", "baz", "2"]
-    assert tenant_query("t", terms) == 'user_id:"t" AND content:("2" "bar" "baz" "foo" "title")'
+    assert (
+        tenant_query("t", terms)
+        == f'tenant_token:{tenant_token("t")} AND content:("2" "bar" "baz" "foo" "title")'
+    )
 
 
 @pytest.mark.parametrize(
@@ -208,16 +213,30 @@ def test_each_term_is_counted_once_by_a_word_that_was_said() -> None:
     # "hikes" and "hiking" are one term; the index stems the word sent, so a word is sent as said
     queries = tenant_term_queries("alice", ["hiking", "hikes", "used"])
 
+    alice = tenant_token("alice")
     assert queries == {
-        "hike": 'user_id:"alice" AND content:"hikes"',
-        "us": 'user_id:"alice" AND content:"used"',
+        "hike": f'tenant_token:{alice} AND content:"hikes"',
+        "us": f'tenant_token:{alice} AND content:"used"',
     }
 
 
-def test_tenant_query_quotes_the_tenant_and_every_word() -> None:
-    query = tenant_query('al"ice\\', ["or", "cat", "cat", "not"])
+def test_tenant_query_names_the_tenant_by_its_token_and_quotes_every_word() -> None:
+    tenant = 'al"ice\\'
+    query = tenant_query(tenant, ["or", "cat", "cat", "not"])
 
-    assert query == 'user_id:"al\\"ice\\\\" AND content:("cat" "not" "or")'
+    assert query == f'tenant_token:{tenant_token(tenant)} AND content:("cat" "not" "or")'
+
+
+def test_a_tenant_is_one_term_of_digits_that_no_other_tenant_shares() -> None:
+    # Ids whose words read as one phrase ("alice-smith", "Alice Smith"), or one inside another's
+    names = ["alice-smith", "Alice Smith", "alice smith", "t-abc", "t-abc-big", 'al"ice', "ünï", "x" * 256]
+
+    made = [tenant_token(name) for name in names]
+
+    # Then each is its own run of 39 digits (one unstemmed token to Lucene), the same every time
+    assert len(set(made)) == len(names)
+    assert all(len(t) == TENANT_TOKEN_DIGITS and t.isdigit() and t.isascii() for t in made)
+    assert tenant_token("alice-smith") == made[0]
 
 
 def test_no_words_no_tenant_query() -> None:

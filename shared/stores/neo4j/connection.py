@@ -183,6 +183,12 @@ class Neo4jConnection:
             records, _, _ = self._driver.execute_query(query, params, database_=self._database)
         return [record.data() for record in records]
 
+    def _autocommit(self, query: LiteralString, **params: Any) -> None:
+        """A statement in a transaction of its own making (``CALL ... IN TRANSACTIONS`` commits its
+        batches itself, which a managed transaction does not allow)."""
+        with translated_errors(), self._driver.session(database=self._database) as session:
+            session.run(query, params).consume()
+
     def read_rows(self, query: LiteralString, **params: Any) -> list[Row]:
         """A read of another adapter over this connection (``neo4j_keys``)."""
         return self._read(query, **params)

@@ -92,9 +92,9 @@ class SearchOps(Neo4jConnection):
 
     def term_frequencies(self, user_id: str, queries: Mapping[str, str], cap: int) -> dict[str, int]:
         """Per term, how many of the tenant's Memories hold it (up to ``cap``); ``queries`` maps
-        each term to its Lucene query."""
+        each term to its Lucene query, whose clause of the tenant's token makes it the tenant's."""
         params = [{"term": term, "lucene": lucene} for term, lucene in queries.items()]
-        rows = self._read(sq.TERM_FREQUENCIES, queries=params, cap=cap, user_id=user_id)
+        rows = self._read(sq.TERM_FREQUENCIES, queries=params, cap=cap)
         return {row["term"]: int(row["df"]) for row in rows}
 
     def tenant_stats(self, user_id: str) -> tuple[int, float]:

@@ -11,16 +11,32 @@ from shared.stores.neo4j.filters import MEMORY_FILTER
 from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 # The content and the tenant in one fulltext index, read by Lucene's English analyser (stems, no
-# stop words): a query names both fields. An earlier version's index (the standard analyser) is
-# dropped first: Neo4j takes any fulltext index on the same properties for this one and would not
-# make it. Bootstrap then waits until the new one is online.
-FULLTEXT_INDEX = "memory_content_english"
-OLD_FULLTEXT_INDEXES = ("memory_content_tenant", "memory_content")
+# stop words): a query names both fields. The tenant is its token (shared.search.text.tenant_token:
+# one term of digits no other tenant has), so the index's matches are the tenant's own and a count
+# reads no node's user_id back. Earlier versions' indexes (the tenant by its id's words; the
+# standard analyser) are dropped first: Neo4j takes any fulltext index on the same properties for
+# this one and would not make it. Bootstrap gives every Memory without a token its token first
+# (schema.py), then waits until the new index is online; searches are the backup's meanwhile.
+FULLTEXT_INDEX = "memory_content_tenant_token"
+OLD_FULLTEXT_INDEXES = ("memory_content_english", "memory_content_tenant", "memory_content")
 FULLTEXT_SCHEMA = (
     *(f"DROP INDEX {old} IF EXISTS" for old in OLD_FULLTEXT_INDEXES),
-    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) ON EACH [m.content, m.user_id] "
-    "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
+    f"CREATE FULLTEXT INDEX {FULLTEXT_INDEX} IF NOT EXISTS FOR (m:Memory) "
+    "ON EACH [m.content, m.tenant_token] OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
+
+# The tenants some of whose Memories have no token yet (written by a version before tokens).
+TENANTS_WITHOUT_TOKENS = """
+MATCH (m:Memory) WHERE m.tenant_token IS NULL
+RETURN DISTINCT m.user_id AS user_id
+"""
+
+# Each of them given its token, in batches (one statement of its own: CALL IN TRANSACTIONS).
+SET_TENANT_TOKENS = """
+UNWIND $tenants AS t
+MATCH (m:Memory {user_id: t.user_id}) WHERE m.tenant_token IS NULL
+CALL (m, t) { SET m.tenant_token = t.token } IN TRANSACTIONS OF 5000 ROWS
+"""
 
 # The indexes a search reads through, as SHOW INDEXES gives them: Neo4j holds a read of a
 # populating index until it is online and refuses one of an index that is gone (search.py).
@@ -93,12 +109,13 @@ WITH count(*) AS found,
 RETURN found, kept
 """
 
-# How many of the tenant's memories hold each word (counted up to $cap).
+# How many of the tenant's memories hold each word (counted up to $cap): the tenant's token is a
+# clause of each query, so every match is the tenant's own and no node is read back (comparing
+# each match's user_id took 22 of a query's 25 CPU-ms in Neo4j at 50k; docs/bench/figures.md).
 TERM_FREQUENCIES = f"""
 UNWIND $queries AS q
 CALL (q) {{
     CALL db.index.fulltext.queryNodes('{FULLTEXT_INDEX}', q.lucene, {{limit: $cap}}) YIELD node
-    WHERE node.user_id = $user_id
     RETURN count(node) AS df
 }}
 RETURN q.term AS term, df

@@ -10,7 +10,7 @@ from itertools import pairwise
 from neo4j import ManagedTransaction
 
 from shared.models import Memory, StagedDocument, utc_now
-from shared.search.text import TERM_VECTOR_PREFIX, term_vector
+from shared.search.text import TERM_VECTOR_PREFIX, tenant_token, term_vector
 from shared.stores.base import DocumentWrite, WriteOutcome
 from shared.stores.neo4j import graph_queries as gq
 from shared.stores.neo4j import reembed_queries as mq
@@ -58,7 +58,9 @@ class WriteOps(SchemaOps):
                 memory = memory_of(staged, chunk.chunk_index, write.model, len(embedding))
                 sources.append(GraphSource(memory.id, memory.user_id, memory.content, memory.session_id))
                 properties = memory.model_dump(exclude={"created_at"})
-                properties["term_vector"] = term_vector(memory.content)  # Neo4j's own: not in the payload
+                # Neo4j's own, not in the payload: the terms counted, and the tenant as the index's term.
+                properties["term_vector"] = term_vector(memory.content)
+                properties["tenant_token"] = tenant_token(memory.user_id)
                 memory_rows.append(
                     {
                         "id": chunk.id,
