@@ -205,3 +205,39 @@ def test_the_targets_are_issue_28s_with_the_tenants_and_throughput_judged() -> N
     assert verdicts["tenants' p50 / floor, the slowest"] == "MISS"
     assert verdicts["HTTP searches/s, 8 clients"] == "MISS"
     assert verdicts["HTTP p99 ms, 8 clients"] == "MISS"  # strictly under 300 ms
+
+
+class _RestartedStack:
+    """A stack that records the settings its workers were restarted with."""
+
+    class settings:  # what the phase reads of the stack's settings
+        data_dir = None
+
+    def __init__(self) -> None:
+        self.restarts: list[dict[str, str]] = []
+
+    def restart_services(self, extra: dict[str, str]) -> None:
+        self.restarts.append(extra)
+
+
+def _instant_restarts(monkeypatch: Any, keep: bool, skip: set[str]) -> list[dict[str, str]]:
+    def measure(client: Any, data_dir: Any, documents: Any, dimension: int, restart: Any, *_: Any) -> Any:
+        restart({"ENGRAM_EMBEDDING_BACKEND": "tei"})  # onto the stub, then back "whatever happened"
+        restart({})
+        return {"chunks_per_s": 1.0}
+
+    monkeypatch.setattr(run.instant, "measure", measure)
+    stack = _RestartedStack()
+    container = type("C", (), {"embedder": type("E", (), {"dimension": 4})()})()
+    args = type("A", (), {"keep": keep, "timeout": 1.0})()
+    run._instant(args, stack, None, container, [], "p", {"ingest": {}}, skip)  # type: ignore[arg-type]
+    return stack.restarts
+
+
+def test_after_the_instant_phase_the_workers_are_put_back_when_a_phase_follows(monkeypatch: Any) -> None:
+    # The fallback phase searches (its queries are embedded): it must not meet the stopped stub
+    stub = {"ENGRAM_EMBEDDING_BACKEND": "tei"}
+    assert _instant_restarts(monkeypatch, keep=False, skip=set()) == [stub, {}]
+    assert _instant_restarts(monkeypatch, keep=True, skip={"fallback"}) == [stub, {}]
+    # Nothing follows and the stack is torn down next: no restart for nothing
+    assert _instant_restarts(monkeypatch, keep=False, skip={"fallback"}) == [stub]
