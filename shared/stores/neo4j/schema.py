@@ -140,9 +140,13 @@ class SchemaOps(Neo4jConnection):
     def _give_tenant_tokens(self) -> None:
         """Memories written before the fulltext index held the tenant's token get theirs, before
         that index is made (one population, not two): without it a Memory is not found by its
-        words. Looked for at every bootstrap (a scan: 15-50 ms at 100k Memories here); 100k
-        Memories got theirs in 0.8 s. Two processes at once set the same values; one that loses a
-        deadlock to the other tries again."""
+        words. Only while that index is not made (a store of an earlier version, or one whose
+        index was dropped): every write since gives its Memories their token, and the look for
+        those without one is a scan of every Memory (15-50 ms at 100k here). 100k Memories got
+        theirs in 0.8 s. Two processes at once set the same values; one that loses a deadlock to
+        the other tries again."""
+        if self._read(sq.FULLTEXT_INDEX_MADE):
+            return
         tenants = [row["user_id"] for row in self._read(sq.TENANTS_WITHOUT_TOKENS)]
         rows = [{"user_id": t, "token": tenant_token(t)} for t in tenants if isinstance(t, str)]
         if not rows:
