@@ -113,8 +113,9 @@ RETURN found, kept
 """
 
 # How many of the tenant's memories hold each word (counted up to $cap): the tenant's token is a
-# clause of each query, so every match is the tenant's own and no node is read back (comparing
-# each match's user_id took 22 of a query's 25 CPU-ms in Neo4j at 50k; docs/bench/figures.md).
+# clause of each query, so every match is the tenant's own and no node is read back (with each
+# match's user_id compared, a query's counts cost Neo4j 22-23 CPU-ms at 50k; without, 3-6:
+# docs/bench/figures.md).
 TERM_FREQUENCIES = f"""
 UNWIND $queries AS q
 CALL (q) {{
