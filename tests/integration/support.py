@@ -20,6 +20,8 @@ from fastapi.testclient import TestClient
 from shared.auth import NewKey, signature
 from shared.settings import Settings
 from shared.stores.base import SearchableVectorStore, VectorPoint, VectorStore
+from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
 from shared.stores.vectors import connect_vectors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,6 +121,18 @@ class Workers:
 def cypher(driver: neo4j.Driver, query: str, **params: Any) -> list[dict[str, Any]]:
     records, _, _ = driver.execute_query(query, params)  # type: ignore[arg-type]
     return [record.data() for record in records]
+
+
+def bootstrap_over_earlier_fulltext_index(settings: Settings, driver: neo4j.Driver, earlier: str) -> None:
+    """A store whose fulltext index is an earlier version's (``earlier`` makes it, in place of
+    this version's), whose schema a process of this version then makes."""
+    cypher(driver, f"DROP INDEX {FULLTEXT_INDEX} IF EXISTS")
+    cypher(driver, earlier)
+    store = Neo4jStore(settings)
+    try:
+        store.bootstrap(MODEL, DIMENSION)
+    finally:
+        store.close()
 
 
 def wait_until_finished(

@@ -15,7 +15,7 @@ from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore, schema_queries
 from shared.stores.neo4j.schema import held_index_options
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
-from tests.integration.support import DIMENSION, MODEL, cypher
+from tests.integration.support import DIMENSION, MODEL, bootstrap_over_earlier_fulltext_index, cypher
 
 pytestmark = pytest.mark.integration
 
@@ -55,18 +55,13 @@ def _bootstrap(store: Neo4jStore) -> str:
 def test_a_store_of_an_earlier_version_gets_the_english_fulltext_index(
     settings: Settings, neo4j_driver: neo4j.Driver
 ) -> None:
-    # Given a store whose fulltext index is an earlier version's (the standard analyser, same properties)
-    cypher(neo4j_driver, f"DROP INDEX {FULLTEXT_INDEX} IF EXISTS")
-    cypher(
+    # Given a store whose fulltext index is an earlier version's (the standard analyser, same
+    # properties), when a process of this version makes the schema
+    bootstrap_over_earlier_fulltext_index(
+        settings,
         neo4j_driver,
         "CREATE FULLTEXT INDEX memory_content_tenant FOR (m:Memory) ON EACH [m.content, m.user_id]",
     )
-    store = Neo4jStore(settings)
-    try:
-        # When a process of this version makes the schema
-        store.bootstrap(MODEL, DIMENSION)
-    finally:
-        store.close()
 
     # Then the English index is online in its place (Neo4j would not make it beside the old one)
     rows = cypher(

@@ -14,7 +14,7 @@ from shared.search.text import query_terms, stems, tenant_token, term_counts, te
 from shared.settings import Settings
 from shared.stores.neo4j import Neo4jStore
 from shared.stores.neo4j.search_queries import FULLTEXT_INDEX
-from tests.integration.support import DIMENSION, MODEL, cypher, wait_until_finished
+from tests.integration.support import bootstrap_over_earlier_fulltext_index, cypher, wait_until_finished
 
 pytestmark = pytest.mark.integration
 
@@ -173,20 +173,14 @@ def test_memories_written_before_tenant_tokens_get_theirs_and_are_found_by_their
     assert len(kept) == 3
 
     # When the store is as an earlier version left it: no tokens, the tenant in the index by its
-    # id's words
+    # id's words, and a process of this version makes its schema
     cypher(neo4j_driver, "MATCH (m:Memory) WHERE m.user_id IN $u REMOVE m.tenant_token", u=[tenant, wider])
-    cypher(neo4j_driver, f"DROP INDEX {FULLTEXT_INDEX}")
-    cypher(
+    bootstrap_over_earlier_fulltext_index(
+        settings,
         neo4j_driver,
         "CREATE FULLTEXT INDEX memory_content_english FOR (m:Memory) ON EACH [m.content, m.user_id] "
         "OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
     )
-    # and a process of this version makes its schema
-    store = Neo4jStore(settings)
-    try:
-        store.bootstrap(MODEL, DIMENSION)
-    finally:
-        store.close()
 
     # Then every memory has its tenant's token, the index holds them in place of the old one,
     # and the tenant's words find its memories with the scores they had

@@ -145,7 +145,7 @@ class SchemaOps(Neo4jConnection):
         those without one is a scan of every Memory (15-50 ms at 100k here). 100k Memories got
         theirs in 0.8 s. Two processes at once set the same values; one that loses a deadlock to
         the other tries again."""
-        if self._read(sq.FULLTEXT_INDEX_MADE):
+        if self._read(sq.SEARCH_INDEXES, names=[sq.FULLTEXT_INDEX]):  # made, in any state
             return
         tenants = [row["user_id"] for row in self._read(sq.TENANTS_WITHOUT_TOKENS)]
         rows = [{"user_id": t, "token": tenant_token(t)} for t in tenants if isinstance(t, str)]

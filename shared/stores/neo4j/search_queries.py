@@ -25,9 +25,6 @@ FULLTEXT_SCHEMA = (
     "ON EACH [m.content, m.tenant_token] OPTIONS {indexConfig: {`fulltext.analyzer`: 'english'}}",
 )
 
-# Whether the fulltext index of tenant tokens is made (a store of an earlier version has none).
-FULLTEXT_INDEX_MADE = f"SHOW FULLTEXT INDEXES YIELD name WHERE name = '{FULLTEXT_INDEX}' RETURN name"
-
 # The tenants some of whose Memories have no token yet (written by a version before tokens).
 TENANTS_WITHOUT_TOKENS = """
 MATCH (m:Memory) WHERE m.tenant_token IS NULL
