@@ -48,4 +48,5 @@ def measure(http: httpx.Client, user: str, queries: Iterator[str], rounds: int =
                 break
             if time.perf_counter() - started > TIMEOUT_S:
                 raise RuntimeError(f"{document_id} not searchable {TIMEOUT_S:.0f} s after its post")
-    return {**Latency.of(seconds).as_dict(), "searches": searches}
+    rounds_ms = [round(s * 1000.0, 1) for s in seconds]  # in order: a slow first round shows as such
+    return {**Latency.of(seconds).as_dict(), "searches": searches, "rounds_ms": rounds_ms}

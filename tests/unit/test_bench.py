@@ -241,3 +241,14 @@ def test_after_the_instant_phase_the_workers_are_put_back_when_a_phase_follows(m
     assert _instant_restarts(monkeypatch, keep=True, skip={"fallback"}) == [stub, {}]
     # Nothing follows and the stack is torn down next: no restart for nothing
     assert _instant_restarts(monkeypatch, keep=False, skip={"fallback"}) == [stub]
+
+
+def test_write_to_searchable_prints_its_rounds_in_order_so_a_slow_first_one_shows() -> None:
+    # Given 20 rounds whose first two waited behind something (1.1 s and 0.23 s) and the rest ~90 ms
+    rounds = [1106.0, 234.0, *[90.0 + i for i in range(18)]]
+    phase = {**Latency.of([ms / 1000 for ms in rounds]).as_dict(), "searches": 84, "rounds_ms": rounds}
+    text = report.searchable_line(phase)
+
+    # Then the table gives the p95 of all of them (the target's) and the first rounds beside it
+    assert "p95 1106 ms" not in text and "p95 234 ms" in text
+    assert "first rounds 1106, 234, 90 ms; p95 of the 17 after the first 3 107 ms" in text
