@@ -128,6 +128,9 @@ def test_bench_json_holds_measured_figures(
     assert searchable["n"] == posted[0]["n"] == 20
     assert 0 < _number(searchable["p50_ms"]) <= _number(searchable["p95_ms"]) <= _number(searchable["max_ms"])
     assert searchable["searches"] >= searchable["n"]
+    # each round's time kept in order, the same rounds the percentiles were taken of
+    assert len(searchable["rounds_ms"]) == 20
+    assert max(searchable["rounds_ms"]) == pytest.approx(searchable["max_ms"], abs=0.1)
     assert [level["clients"] for level in result["throughput"]] == [1, 8, 32]
     assert all(_number(level["per_s"]) > 0 and level["failed"] == 0 for level in result["throughput"])
     for level in result["throughput"]:  # what a search cost the processes that serve it
