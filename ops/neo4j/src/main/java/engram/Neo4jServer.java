@@ -96,6 +96,13 @@ public final class Neo4jServer {
         // broadcast (server.fleet_discovery.enabled, on by default).
         builder.setConfig(FleetManagementSettings.fleet_manager_enabled, false);
         builder.setConfig(BoltConnector.enable_discovery, false);
+        // One plan per statement, whatever the lengths of its list parameters. By default Neo4j
+        // plans a statement again for each size class of its lists (1, a few, tens, ...), and a
+        // class of the write path's statements cost 0.5-0.7 s of planning here: the first
+        // one-document write after a load in 128-document batches waited 1.1-1.9 s for it (engram
+        // bench's first write -> searchable round; docs/bench/figures.md). Every list Engram sends
+        // feeds lookups by key or filters, whose plans do not depend on its length.
+        builder.setConfig(GraphDatabaseInternalSettings.cypher_size_hint_parameters, false);
         builder.setUserLogProvider(new Log4jLogProvider(out, Level.INFO));
 
         DatabaseManagementService dbms = builder.build();
