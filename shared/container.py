@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 import redis
-from neo4j import GraphDatabase, NotificationDisabledClassification
+from neo4j import GraphDatabase
 
 from shared.chunking import Chunker
 from shared.embedding import Embedder, make_embedder
@@ -43,6 +43,7 @@ from shared.staging import Staging
 from shared.stores.base import EmbeddingTarget, SearchableVectorStore, VectorConnection
 from shared.stores.folders import embedded_folder
 from shared.stores.neo4j import Neo4jStore
+from shared.stores.neo4j.connection import QUIET
 from shared.stores.neo4j_entities import Neo4jEntities
 from shared.stores.neo4j_incremental import Neo4jIncremental
 from shared.stores.neo4j_keys import Neo4jKeyRows, Neo4jKeyStore
@@ -284,9 +285,8 @@ class Container:
             connection_timeout=min(5.0, s.search_timeout_s / 4),
             max_transaction_retry_time=0.0,
             initial_retry_delay=0.05,
-            # As the primary's driver: a property no store has yet (a migration's) is no warning,
-            # where each model check logged six.
-            notifications_disabled_classifications=[NotificationDisabledClassification.UNRECOGNIZED],
+            # As the primary's driver (QUIET): each model check logged six notices.
+            notifications_disabled_classifications=QUIET,
         )
         return Neo4jStore(s, driver=driver, one_try_reads=True)
 

@@ -3,6 +3,7 @@ threads and a first search all bootstrap a new store at once."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -42,6 +43,26 @@ def test_stores_bootstrapping_at_once_all_succeed(settings: Settings, neo4j_driv
         for store in stores:
             store.close()
     assert cypher(neo4j_driver, "SHOW VECTOR INDEXES YIELD name WHERE name = 'memory_embedding' RETURN name")
+
+
+def test_a_schema_made_again_logs_no_notice_of_each_rule_already_there(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a store whose schema is made
+    first = Neo4jStore(settings)
+    first.bootstrap(MODEL, DIMENSION)
+    first.close()
+    # When a process starting (a worker's, a search's) makes it again, as each does
+    again = Neo4jStore(settings)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="neo4j.notifications"):
+            again.bootstrap(MODEL, DIMENSION)
+    finally:
+        again.close()
+    # Then its log holds no "already exists" notice of the server's, one 600-character line per
+    # rule (about fifty a query worker's start)
+    notices = [r.getMessage()[:120] for r in caplog.records if r.name == "neo4j.notifications"]
+    assert notices == []
 
 
 def _bootstrap(store: Neo4jStore) -> str:

@@ -25,6 +25,13 @@ from shared.stores.neo4j.graph import GraphWriter
 READ = neo4j.READ_ACCESS
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 Row = dict[str, Any]
+# Notices of the server's no driver of Engram logs: a property no store has yet (a migration's, a
+# retry time before any failure), and each rule of the schema already there (or already gone)
+# when a starting process makes the schema again: about fifty lines of 600 characters a start.
+QUIET = [
+    neo4j.NotificationDisabledClassification.UNRECOGNIZED,
+    neo4j.NotificationDisabledClassification.SCHEMA,
+]
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -135,8 +142,7 @@ class Neo4jConnection:
             connection_timeout=5.0,
             # Celery retries tasks with backoff; the driver need not retry long on its own.
             max_transaction_retry_time=5.0,
-            # A property no Memory has yet (a retry time before any failure) is not worth a warning.
-            notifications_disabled_classifications=[neo4j.NotificationDisabledClassification.UNRECOGNIZED],
+            notifications_disabled_classifications=QUIET,
         )
 
     def close(self) -> None:
