@@ -25,9 +25,9 @@ from shared.stores.neo4j.graph import GraphWriter
 READ = neo4j.READ_ACCESS
 START_HINT = "start it with ./ops/demo, or set ENGRAM_NEO4J_URI"
 Row = dict[str, Any]
-# Notices of the server's no driver of Engram logs: a property no store has yet (a migration's, a
-# retry time before any failure), and each rule of the schema already there (or already gone)
-# when a starting process makes the schema again: about fifty lines of 600 characters a start.
+# The server's notices Engram's drivers do not ask for: a property no store has yet (a migration's,
+# a retry time before any failure), and each rule of the schema already there (or already gone)
+# when a starting process makes the schema again (about fifty 600-character log lines a start).
 QUIET = [
     neo4j.NotificationDisabledClassification.UNRECOGNIZED,
     neo4j.NotificationDisabledClassification.SCHEMA,
