@@ -28,10 +28,10 @@ Row = dict[str, Any]
 # The server's notices Engram's drivers do not ask for: a property no store has yet (a migration's,
 # a retry time before any failure), and each rule of the schema already there (or already gone)
 # when a starting process makes the schema again (about fifty 600-character log lines a start).
-QUIET = [
+QUIET = (
     neo4j.NotificationDisabledClassification.UNRECOGNIZED,
     neo4j.NotificationDisabledClassification.SCHEMA,
-]
+)
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
