@@ -269,7 +269,10 @@ class FaultStack:
     # Lifecycle.
 
     def open(self) -> None:
-        """Starts from an empty data folder (stopping what a previous run may have left there)."""
+        """Starts from an empty data folder (stopping what a previous run may have left there) and,
+        on a Qdrant server, without the collection another stack left there: stacks share the
+        server's prefix, and a collection stamped with an earlier Neo4j's store id would make the
+        first reconcile of this one report ``primary_lost``."""
         if self.data_dir.exists():
             self.unfreeze_qdrant()
             for stop in ("neo4j_stop", "redis_stop"):
@@ -283,8 +286,17 @@ class FaultStack:
         self.settings = self._settings()
         self.redis_start()
         self.neo4j_start()
+        if self.qdrant is not None:
+            self._drop_collection()
         for name in WORKERS:
             self.start_worker(name)
+
+    def _drop_collection(self) -> None:
+        connection = connect_vectors(self.settings)
+        try:
+            connection.drop(self.model, self.dimension)
+        finally:
+            connection.close()
 
     def close(self) -> None:
         """Stops everything this stack started, even half-started; never raises."""
@@ -482,9 +494,5 @@ class FaultStack:
         self.neo4j.execute_query(
             "MATCH (n) WHERE n:Memory OR n:Document OR n:DeletedMemory OR n:DeletedDocument DETACH DELETE n"
         )
-        connection = connect_vectors(self.settings)
-        try:
-            connection.drop(self.model, self.dimension)
-        finally:
-            connection.close()
+        self._drop_collection()
         self.ensure_workers()
