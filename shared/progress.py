@@ -121,6 +121,19 @@ return n
 
 # ARGV: a SCAN cursor, the key pattern, the page size. Returns the next cursor, then state, count
 # pairs of the page's records. Reads keys it is not given (a scan): one Redis, not a cluster.
+# KEYS: document keys. Returns each key's state and version, two entries a key (false where the
+# record has none): a wait over a load reads only these, in one call a page.
+_STATES = """
+local out = {}
+for i, key in ipairs(KEYS) do
+    local found = redis.call('HMGET', key, 'state', 'version')
+    out[2 * i - 1] = found[1] or false
+    out[2 * i] = found[2] or false
+end
+return out
+"""
+_STATES_PAGE = 1000
+
 _COUNT_PAGE = """
 local found = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
 local counts = {}
@@ -163,6 +176,7 @@ class Progress:
         self._counts = client.register_script(_COUNTS)
         self._count_page = client.register_script(_COUNT_PAGE)
         self._named = client.register_script(_NAMED)
+        self._states = client.register_script(_STATES)
 
     def set(
         self,
@@ -233,6 +247,19 @@ class Progress:
                 pipe.hgetall(_PREFIX + key)
             raw = cast(list[dict[bytes, bytes]], pipe.execute())
         return [_record(fields) for fields in raw]
+
+    def states(self, keys: Iterable[str]) -> list[tuple[str, int] | None]:
+        """Each key's (state, version), or None without a record: what a wait over a load polls.
+        Read inside Redis a page of keys a call, so the poller builds no record: over 90,000
+        documents ~0.03 CPU-s a poll against ~0.8 for ``records`` (docs/bench/figures.md)."""
+        key_list = [_PREFIX + key for key in keys]
+        found: list[tuple[str, int] | None] = []
+        for start in range(0, len(key_list), _STATES_PAGE):
+            with translated_errors():
+                reply = cast(list[bytes | None], self._states(keys=key_list[start : start + _STATES_PAGE]))
+            for state, version in zip(reply[0::2], reply[1::2], strict=True):
+                found.append(None if state is None else (state.decode(), int(version or 0)))
+        return found
 
     def get(self, key: str) -> ProgressRecord | None:
         return self.records([key])[0]

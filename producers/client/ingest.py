@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from producers.client.base import ClientBase, batches, check_document, queue_errors
+from producers.client.waiting import load_state
 from shared.errors import DuplicateDocument, InvalidInput, ServiceUnavailable, TransientError
 from shared.ids import document_key
 from shared.models import (
@@ -122,18 +123,8 @@ class Ingest(ClientBase):
         are final at a version, so a wait polls only the rest (``producers/client/waiting.py``)."""
         counts: Counter[str] = Counter()
         unfinished: list[DocRef] = []
-        for ref, record in zip(documents, self._progress.records(k for k, _ in documents), strict=True):
-            version = ref[1]
-            if record is None:
-                state = "unknown"
-            elif record.state == "unchanged":  # found stored as given: not enqueued at this version
-                state = "unchanged"
-            elif record.version > version:
-                state = "done"
-            elif record.version < version:
-                state = "queued"
-            else:
-                state = record.state
+        for ref, recorded in zip(documents, self._progress.states(k for k, _ in documents), strict=True):
+            state = load_state(ref[1], recorded)
             counts[state] += 1
             if state not in FINAL_STATES:
                 unfinished.append(ref)

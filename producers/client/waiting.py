@@ -21,6 +21,22 @@ class Progressing(Protocol):
     def progress_of(self, documents: Sequence[DocRef]) -> tuple[Counter[str], list[DocRef]]: ...
 
 
+def load_state(version: int, recorded: tuple[str, int] | None) -> str:
+    """The state of a document a load gave ``version``, from its record's (state, version): a record
+    of a newer version counts as done (this one is superseded), of an older one as queued unless it
+    says the document was found unchanged (so never enqueued)."""
+    if recorded is None:
+        return "unknown"
+    state, at = recorded
+    if state == "unchanged":
+        return state
+    if at > version:
+        return "done"
+    if at < version:
+        return "queued"
+    return state
+
+
 class LoadProgress:
     def __init__(self, refs: Sequence[DocRef]) -> None:
         self._todo = list(refs)

@@ -337,6 +337,35 @@ def test_one_call_records_many_documents_each_at_its_version(progress: Progress)
     assert [r.version if r else None for r in found] == [version for _, version in pairs]
 
 
+def test_states_read_state_and_version_alone_in_order_with_none_for_missing(progress: Progress) -> None:
+    progress.set([("a", 1)], "done")
+    progress.set([("c", 2)], "writing")
+    progress.name([("d", "alice", "gone", 3)])  # names alone: no record
+
+    assert progress.states(["a", "b", "c", "a", "d"]) == [
+        ("done", 1),
+        None,
+        ("writing", 2),
+        ("done", 1),
+        None,
+    ]
+    assert progress.states([]) == []
+
+
+def test_states_of_more_documents_than_one_read_takes_match_their_records(progress: Progress) -> None:
+    # Given more documents than one script call reads (1000), in two states
+    pairs = [(f"k{i}", 1000 + i) for i in range(2345)]
+    progress.set(pairs[:1500], "embedding")
+    progress.set(pairs[1500:], "failed", "embed: refused")
+
+    # Then a wait's read gives what the whole records say, page after page
+    keys = [key for key, _ in pairs] + ["missing"]
+    assert progress.states(keys) == [
+        None if r is None else (r.state, r.version) for r in progress.records(keys)
+    ]
+    assert progress.states(keys)[-1] is None
+
+
 def test_progress_expires_after_the_ttl(progress: Progress, client: fakeredis.FakeRedis) -> None:
     progress.set([("k", 1)], "queued")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from producers.client.waiting import LoadProgress
+from producers.client.waiting import LoadProgress, load_state
 from shared.services.refs import DocRef
 
 
@@ -50,3 +50,13 @@ def test_polls_are_spaced_by_how_many_are_left() -> None:
 
     assert before == 3.0
     assert progress.pause() < 0.51
+
+
+def test_a_documents_state_in_a_load_follows_the_version_its_record_is_about() -> None:
+    # A load gave its documents version 7; each record is (state, version) as Progress.states reads it
+    assert load_state(7, None) == "unknown"
+    assert load_state(7, ("writing", 7)) == "writing"
+    assert load_state(7, ("failed", 7)) == "failed"
+    assert load_state(7, ("embedding", 9)) == "done"  # a newer ingestion superseded this one
+    assert load_state(7, ("done", 5)) == "queued"  # the news of this version has not arrived yet
+    assert load_state(7, ("unchanged", 5)) == "unchanged"  # found stored as given: never enqueued
