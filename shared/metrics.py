@@ -32,15 +32,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from shared.settings import Settings, get_settings
-from shared.tasks import RECONCILE_TASK, SEARCH_TASK, STAGES
+from shared.settings import EmbeddingBackend, Settings, get_settings
+from shared.tasks import EMBED_TASK, RECONCILE_TASK, SEARCH_TASK, STAGES
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,12 @@ SEARCH_SECONDS = Histogram(
     ["method", "source"],
     buckets=SEARCH_BUCKETS,
 )
+EMBED_MODEL_CPU = Counter(
+    "engram_embed_model_cpu_seconds",
+    "CPU-seconds the embed stage's processes spent inside the embedder's calls, by backend: the model "
+    "itself for the local one; the rest of the embed worker's CPU is the stage around it.",
+    ["backend"],
+)
 RECONCILE_PASSES = Counter("engram_reconcile_passes", "Reconciler passes, by outcome.", ["outcome"])
 DRIFT_FIXED = Counter(
     "engram_reconcile_drift_fixed",
@@ -134,6 +140,7 @@ HTTP_SECONDS = Histogram(
 DRIFT_KINDS = ("missing_in_qdrant", "stale_in_qdrant", "orphan_points")
 OUTCOMES = frozenset({"success", "failure", "retry", "rejected", "ignored"})
 METHODS = frozenset({"engram", "blend", "rrf", "weighted_rrf", "bm25", "vector"})
+BACKENDS = frozenset(get_args(EmbeddingBackend))
 
 
 def stage_of(task_name: str | None) -> str:
@@ -159,6 +166,9 @@ def task_ended(task_name: str | None, state: str | None, seconds: float | None, 
         SEARCH_SECONDS.labels(method if method in METHODS else "other", source).observe(seconds)
     elif task_name == RECONCILE_TASK:
         reconciled(retval)
+    elif task_name == EMBED_TASK and isinstance(retval.get("model_cpu_s"), int | float):
+        backend = str(retval.get("backend"))
+        EMBED_MODEL_CPU.labels(backend if backend in BACKENDS else "other").inc(float(retval["model_cpu_s"]))
 
 
 def reconciled(report: Mapping[str, Any]) -> None:
@@ -292,6 +302,18 @@ class FilesCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         files = glob.glob(os.path.join(self._root, "*", "*.db"))
         yield from MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+
+
+def embed_model_cpu_s(settings: Settings) -> float:
+    """``engram_embed_model_cpu_seconds`` summed over backends and processes, read from this host's
+    files (``engram bench`` reads it before and after an ingestion)."""
+    return sum(
+        sample.value
+        for family in FilesCollector(settings.metrics_path).collect()
+        if family.name == EMBED_MODEL_CPU._name
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
 
 
 def registry(settings: Settings, stores: StoreCollector | None) -> CollectorRegistry:

@@ -32,4 +32,7 @@ def embed_batch(
         "chunks": result.chunks,
         "embedded": result.embedded_now,
         "complete": result.complete,
+        # Counted by the metrics (engram_embed_model_cpu_seconds): what the model costs in the pipeline.
+        "model_cpu_s": round(result.model_cpu_s, 4),
+        "backend": container().settings.embedding_backend,
     }

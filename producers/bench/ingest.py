@@ -21,6 +21,7 @@ from producers.client.waiting import LoadProgress
 from shared.container import Container
 from shared.errors import SearchTimeout
 from shared.ids import document_key
+from shared.metrics import embed_model_cpu_s
 from shared.models import DocumentIn
 
 RAW_SAMPLE = 2000
@@ -97,8 +98,12 @@ def measure(
     chunker = container.chunker
     chunks = [chunk.text for d in documents for chunk in chunker.chunk(d.text)]
     before = cpu_by_role(data_dir)
+    waiter_before = _own_cpu_s()
+    model_before = embed_model_cpu_s(container.settings)
     wall, failed = load(client, documents, say, timeout_s)
+    waiter_cpu = _own_cpu_s() - waiter_before
     cpu = cpu_spent(before, cpu_by_role(data_dir))
+    model_cpu = embed_model_cpu_s(container.settings) - model_before
     # Chunks the store holds for these documents: those of a failed document are not counted.
     stored = client.chunk_count([document_key(d.user_id, d.document_id) for d in documents])
     pipeline = stored / wall
@@ -126,6 +131,15 @@ def measure(
         "raw_cpu_ms_per_chunk": round(raw_ms, 2),
         # The stack's CPU outside the model: all of it less the raw embedder's CPU for as many chunks.
         "stack_cpu_ms_per_chunk": round(1000 * stack_cpu / stored - raw_ms, 2) if stored else None,
+        # The model's CPU as the embed workers counted it in the pipeline, on cores it shares with the
+        # rest of the stack, and all the stack's CPU less that: the stage's work around the model.
+        "model_cpu_ms_per_chunk": round(1000 * model_cpu / stored, 2) if stored and model_cpu else None,
+        "outside_model_cpu_ms_per_chunk": (
+            round(1000 * (stack_cpu - model_cpu) / stored, 2) if stored and model_cpu else None
+        ),
         "cpu_ratio": cpu_ratio,
+        # This process's own CPU while it waited (enqueueing, then polling every document's
+        # progress): taken from the same cores, though not the stack's.
+        "waiter_cpu_s": round(waiter_cpu, 2),
         "cpu_share_of_wall": {role: round(s / wall, 3) for role, s in cpu.items()},
     }

@@ -162,6 +162,11 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
             f"  CPU a chunk: the stack outside the model {ingest['stack_cpu_ms_per_chunk']:.1f} ms, "
             f"the raw embedder {ingest['raw_cpu_ms_per_chunk']:.1f} ms\n"
         )
+    if ingest.get("model_cpu_ms_per_chunk") is not None:
+        w(
+            f"  the model in the pipeline {ingest['model_cpu_ms_per_chunk']:.1f} CPU-ms a chunk (as the "
+            f"embed workers counted it), the stack around it {ingest['outside_model_cpu_ms_per_chunk']:.1f}\n"
+        )
     if ingest.get("instant"):
         i = ingest["instant"]
         cpu = ", ".join(f"{role} {s / i['chunks'] * 1000:.1f}" for role, s in i["cpu_s"].items() if s >= 0.05)
@@ -189,7 +194,9 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
                 f"    CPU: the stack {step['cpu_ms_per_chunk']:.0f} ms a chunk"
                 + (f" ({outside:.1f} outside the model)" if outside is not None else "")
                 + f", the raw embedder {step['raw_cpu_ms_per_chunk']:.1f}; "
-                f"ratio by CPU {step['cpu_ratio']:.2f}\n"
+                f"ratio by CPU {step['cpu_ratio']:.2f}"
+                + (f"; the bench's wait {step['waiter_cpu_s']:.1f} CPU-s" if "waiter_cpu_s" in step else "")
+                + "\n"
             )
     w("\nqueued search, ms (p50 / p95 / p99); ratio = p50 / floor p50\n")
     w(

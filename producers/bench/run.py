@@ -121,15 +121,21 @@ def skipped(asked: set[str], own: bool) -> set[str]:
 
 def _stack_cpu(steps: list[dict[str, Any]]) -> dict[str, float | None]:
     """CPU-ms a chunk over every size: the raw embedder's, and the stack's outside the model (all
-    the stack's CPU less the raw embedder's for as many chunks)."""
+    the stack's CPU less the raw embedder's for as many chunks); and where the embed workers
+    counted it, the model's own in the pipeline and all the stack's CPU less that."""
     chunks = sum(s["chunks"] for s in steps)
     raw_ms = 1000 * sum(s["raw"]["cpu_s"] for s in steps) / sum(s["raw"]["chunks"] for s in steps)
     model_ms = sum(s["chunks"] * s["raw_cpu_ms_per_chunk"] for s in steps)
     stack_ms = 1000 * sum(sum(s["cpu_s"].values()) for s in steps)
-    return {
+    found: dict[str, float | None] = {
         "raw_cpu_ms_per_chunk": round(raw_ms, 2),
         "stack_cpu_ms_per_chunk": round((stack_ms - model_ms) / chunks, 2) if chunks else None,
     }
+    if chunks and all(s.get("model_cpu_ms_per_chunk") for s in steps):
+        counted = sum(s["chunks"] * s["model_cpu_ms_per_chunk"] for s in steps)
+        found["model_cpu_ms_per_chunk"] = round(counted / chunks, 2)
+        found["outside_model_cpu_ms_per_chunk"] = round((stack_ms - counted) / chunks, 2)
+    return found
 
 
 def run(args: argparse.Namespace) -> int:

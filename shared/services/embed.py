@@ -41,6 +41,10 @@ class EmbedResult:
     """Chunks of the batch that took their stored vector instead of being embedded."""
     already_written: bool = False
     """A redelivered message of a batch whose write already finished: nothing to do or send."""
+    model_cpu_s: float = 0.0
+    """CPU-seconds of this process inside the embedder's calls: the model's own cost where it runs
+    in-process (the local backend), so what the stage spends around it is the rest of its process's
+    CPU. Exact where a process runs one task at a time (the prefork pool ops/ and compose run)."""
 
 
 class StoredVectors(Protocol):
@@ -93,16 +97,21 @@ class EmbedStage:
         remaining = bool(gaps)
         reused = self._reusable(documents) if remaining else {}
         embedded = 0
+        model_cpu = 0.0
         size = max(1, self._slice >> min(retries, 16))
         slices = [range(s, min(s + size, end)) for begin, end in gaps for s in range(begin, end, size)]
         longest = 0.0
         for positions in slices:
             began = self._clock()
             if embedded and began + longest > deadline:
-                return EmbedResult(complete=False, chunks=len(texts), embedded_now=embedded)
+                return EmbedResult(
+                    complete=False, chunks=len(texts), embedded_now=embedded, model_cpu_s=model_cpu
+                )
             start = positions.start
             fresh = [i for i in positions if i not in reused]
+            cpu_before = time.process_time()
             vectors = self._embed(batch_id, [texts[i] for i in fresh], [owners[i] for i in fresh])
+            model_cpu += time.process_time() - cpu_before
             rows = dict(zip(fresh, vectors, strict=True))
             dimension = vectors.shape[1] if fresh else len(reused[start])
             part = np.zeros((len(positions), dimension), dtype=np.float32)
@@ -116,7 +125,9 @@ class EmbedStage:
         if remaining:  # else a redelivery of a batch embedded whole: its counts are recorded
             self._count(documents, written, reused)
         self._progress.set([(d.key, d.version) for d in written], "writing", batch=batch_id)
-        return EmbedResult(complete=True, chunks=len(texts), embedded_now=embedded, reused=len(reused))
+        return EmbedResult(
+            complete=True, chunks=len(texts), embedded_now=embedded, reused=len(reused), model_cpu_s=model_cpu
+        )
 
     def _embed(self, batch_id: str, texts: list[str], owners: list[DocRef]) -> Vectors:
         if not texts:

@@ -118,6 +118,14 @@ def test_bench_json_holds_measured_figures(
         assert _number(step["raw_cpu_ms_per_chunk"]) > 0
         outside = _number(step["stack_cpu_ms_per_chunk"])
         assert outside == pytest.approx(step["cpu_ms_per_chunk"] - step["raw_cpu_ms_per_chunk"], abs=0.06)
+        # the model's CPU as the embed workers counted it, a part of what the stack spent, and the
+        # bench's own CPU while it waited
+        model = _number(step["model_cpu_ms_per_chunk"])
+        assert 0 < model < step["cpu_ms_per_chunk"]
+        assert _number(step["outside_model_cpu_ms_per_chunk"]) == pytest.approx(
+            step["cpu_ms_per_chunk"] - model, abs=0.06
+        )
+        assert _number(step["waiter_cpu_s"]) > 0
 
     # and the other phases measured something real: every write -> searchable round is a document
     # the phase posted, found by a search of its own after the post

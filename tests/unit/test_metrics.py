@@ -152,6 +152,21 @@ def test_requests_are_named_by_their_route_template_never_their_raw_path() -> No
     assert route_template(routes, scope("GET", f"/no/such/{document}")) == "unmatched"
 
 
+def test_an_embed_task_counts_the_cpu_its_model_calls_took_by_backend() -> None:
+    before = scrape()
+    metrics.task_ended("engram.embed.embed_batch", "SUCCESS", 0.3, {"model_cpu_s": 0.25, "backend": "local"})
+    metrics.task_ended("engram.embed.embed_batch", "SUCCESS", 0.3, {"model_cpu_s": 0.5, "backend": "made-up"})
+    metrics.task_ended("engram.embed.embed_batch", "RETRY", 0.3, None)
+    after = scrape()
+
+    def moved(**labels: str) -> float:
+        name = "engram_embed_model_cpu_seconds_total"
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved(backend="local") == 0.25
+    assert moved(backend="other") == 0.5
+
+
 def test_the_grafana_dashboard_asks_only_for_metrics_that_exist() -> None:
     dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-engram.json").read_text())
     asked = {

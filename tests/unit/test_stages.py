@@ -430,3 +430,33 @@ def test_a_text_the_embedder_refuses_fails_its_document_alone(staging: Staging, 
     records = progress.records([d.key for d in docs])
     assert [r.state if r else None for r in records] == ["done", "failed", "done"]
     assert records[1] is not None and records[1].error is not None and "poison" in records[1].error
+
+
+class BusyEmbedder(FakeEmbedder):
+    """Spends ``cpu_s`` of this process's CPU in each call, as a model does."""
+
+    def __init__(self, cpu_s: float) -> None:
+        super().__init__()
+        self._cpu_s = cpu_s
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        until = time.process_time() + self._cpu_s
+        while time.process_time() < until:
+            pass
+        return super().embed(texts)
+
+
+def test_the_embed_stage_reports_the_cpu_its_model_calls_took(staging: Staging, progress: Progress) -> None:
+    # Given a batch of 6 chunks embedded in 3 slices, each model call 40 CPU-ms
+    _stage_batch(staging, 6)
+    stage = EmbedStage(BusyEmbedder(0.04), staging, progress, slice_size=2)
+
+    # When it is embedded, the stage's own work around the model timed beside it
+    began = time.process_time()
+    result = stage.run("b", time.monotonic() + 60)
+    spent = time.process_time() - began
+
+    # Then the report holds the three calls' CPU, and not the stage's work around them
+    assert result.complete
+    assert 0.12 <= result.model_cpu_s <= spent
+    assert spent - result.model_cpu_s > 0
