@@ -119,8 +119,6 @@ return n
 """
 
 
-# ARGV: a SCAN cursor, the key pattern, the page size. Returns the next cursor, then state, count
-# pairs of the page's records. Reads keys it is not given (a scan): one Redis, not a cluster.
 # KEYS: document keys. Returns each key's state and version, two entries a key (false where the
 # record has none): a wait over a load reads only these, in one call a page.
 _STATES = """
@@ -134,6 +132,8 @@ return out
 """
 _STATES_PAGE = 1000
 
+# ARGV: a SCAN cursor, the key pattern, the page size. Returns the next cursor, then state, count
+# pairs of the page's records. Reads keys it is not given (a scan): one Redis, not a cluster.
 _COUNT_PAGE = """
 local found = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
 local counts = {}
