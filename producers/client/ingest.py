@@ -113,9 +113,8 @@ class Ingest(ClientBase):
         return found
 
     def states(self, documents: Sequence[DocRef]) -> Counter[str]:
-        """How many of these (key, version) are in each state: for progress over a bulk load. A
-        record of a newer version counts as done (this one is superseded), of an older one as queued
-        unless it says the document was found unchanged (so never enqueued)."""
+        """How many of these (key, version) are in each state (``waiting.load_state``): for progress
+        over a bulk load."""
         return self.progress_of(documents)[0]
 
     def progress_of(self, documents: Sequence[DocRef]) -> tuple[Counter[str], list[DocRef]]:
