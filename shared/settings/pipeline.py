@@ -33,7 +33,12 @@ class PipelineSettings(BaseModel):
     embedding_tokenizer_path: Path | None = Field(
         None, description="tokenizer.json of the model; the bundled MiniLM one when unset."
     )
-    embedding_batch_size: int = Field(32, ge=1, le=2048, description="Texts per model call or request.")
+    embedding_batch_size: int = Field(
+        32,
+        ge=1,
+        le=2048,
+        description="Texts per HTTP request, the most in one local model run, an embed task's first slice.",
+    )
     embedding_slice_max: int = Field(
         128,
         ge=1,
