@@ -29,7 +29,7 @@ from shared.sealing import SecretBox, box_for
 from shared.search import BackupCandidates, Searcher, VectorBackup
 from shared.services.backup import QdrantSource
 from shared.services.chunk import ChunkStage
-from shared.services.embed import EmbedStage, SliceGrowth
+from shared.services.embed import EmbedStage
 from shared.services.guard import PrimaryGuard
 from shared.services.reconcile import Reconciler
 from shared.services.redeliver import Redeliverer
@@ -196,17 +196,12 @@ class Container:
 
     @cached_property
     def embed_stage(self) -> EmbedStage:
-        # One slice is one embedder call, staged as soon as it is done: the unit of work a task
-        # can lose to its soft time limit. A task's first is embedding_batch_size texts (128 from
-        # the start outlasted the limit try after try on a loaded machine); the next grow to
-        # embedding_slice_max while the slowest pace seen says one takes an eighth of the soft
-        # limit, so one is lost only if it runs three times slower than the slowest before it.
-        settings = self.settings
-        growth = SliceGrowth(settings.embedding_slice_max, settings.task_soft_time_limit_s / 8)
+        # One slice is one model call, staged as soon as it is done: the smallest unit of work
+        # a task can lose to its soft time limit (four calls were: on a loaded machine one such
+        # slice outlasted the limit, try after try).
+        slice_size = self.settings.embedding_batch_size
         stored = Neo4jIncremental(self.graph)
-        return EmbedStage(
-            self.embedder, self.staging, self.progress, settings.embedding_batch_size, stored, growth=growth
-        )
+        return EmbedStage(self.embedder, self.staging, self.progress, slice_size, stored)
 
     @cached_property
     def write_stage(self) -> WriteStage:

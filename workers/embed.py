@@ -16,7 +16,7 @@ def embed_batch(
 ) -> dict[str, Any]:
     # Embed for three quarters of the soft time limit, then hand the rest to a new task: every
     # task stays short, so a killed worker's task is redelivered soon and retried cheaply. The
-    # stage starts no slice it expects to end past the deadline (at its slowest pace so far), so
+    # stage starts no slice it expects to end past the deadline (by its slowest slice so far), so
     # the last quarter is headroom for a slice slower than that. (Half was chosen when a slice
     # could start just before the deadline and run on to the limit; with the check it split most
     # batches in two tasks, and a continuation waits behind every batch queued meanwhile.)

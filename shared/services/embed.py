@@ -58,38 +58,6 @@ class StoredVectors(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class SliceGrowth:
-    """How far a run's slices grow past its first: to at most ``most`` texts, while the slowest text
-    so far says a slice of them takes at most ``budget_s``."""
-
-    most: int
-    budget_s: float
-
-
-class _Sizes:
-    """The size of a run's next slice, and how long one is expected to take, from the slowest text
-    so far (seconds a text: a slice's time over its texts, the slowest slice's, so a machine that
-    slows down shrinks the slices back and one that speeds up does not grow them on a guess)."""
-
-    def __init__(self, first: int, growth: SliceGrowth | None, retries: int) -> None:
-        shift = min(retries, 16)
-        self._first = max(1, first >> shift)
-        self._most = self._first if growth is None else max(self._first, growth.most >> shift)
-        self._budget_s = 0.0 if growth is None else growth.budget_s
-        self._per_text_s = 0.0
-        self.size = self._first
-
-    def expected_s(self, texts: int) -> float:
-        return self._per_text_s * texts
-
-    def took(self, texts: int, seconds: float) -> None:
-        self._per_text_s = max(self._per_text_s, seconds / max(1, texts))
-        if self._most > self._first and self._per_text_s > 0:
-            fits = int(self._budget_s / self._per_text_s)
-            self.size = max(self._first, min(self._most, fits))
-
-
 class EmbedStage:
     def __init__(
         self,
@@ -99,25 +67,20 @@ class EmbedStage:
         slice_size: int,
         stored: StoredVectors | None = None,
         clock: Callable[[], float] = time.monotonic,
-        growth: SliceGrowth | None = None,
     ) -> None:
         self._embedder = embedder
         self._staging = staging
         self._progress = progress
         self._slice = slice_size
-        self._growth = growth
         self._stored = stored
         self._clock = clock
 
     def run(self, batch_id: str, deadline: float, retries: int = 0) -> EmbedResult:
         """Embeds what is not staged yet, stopping between slices before one that would end past
-        ``deadline`` (monotonic), judged by the slowest text of this run so far: a slice cut short
+        ``deadline`` (monotonic), judged by the longest slice of this run so far: a slice cut short
         by the task's soft time limit loses its work, and on a loaded machine that was most of it
         (``engram bench``: the embed worker spent 485 CPU-s on 2,075 chunks, ~4x the model's cost).
 
-        A run's first slice is ``slice_size`` texts; with ``growth`` the next are as many as its
-        slowest text so far says fit ``growth.budget_s``, up to ``growth.most`` (a model called on
-        more texts at once pads and hands over less: 7-12% faster in the pipeline at 128 than at 32).
         A retried task (``retries``) takes slices half as long per retry: on a machine loaded enough
         that one slice outlasts the task's time limit, every try alike would fail the batch for good,
         where smaller slices are staged one by one and the batch moves on."""
@@ -135,29 +98,28 @@ class EmbedStage:
         reused = self._reusable(documents) if remaining else {}
         embedded = 0
         model_cpu = 0.0
-        sizes = _Sizes(self._slice, self._growth, retries)
-        for begin, end in gaps:
-            start = begin
-            while start < end:
-                positions = range(start, min(start + sizes.size, end))
-                began = self._clock()
-                if embedded and began + sizes.expected_s(len(positions)) > deadline:
-                    return EmbedResult(
-                        complete=False, chunks=len(texts), embedded_now=embedded, model_cpu_s=model_cpu
-                    )
-                fresh = [i for i in positions if i not in reused]
-                cpu_before = time.process_time()
-                vectors = self._embed(batch_id, [texts[i] for i in fresh], [owners[i] for i in fresh])
-                model_cpu += time.process_time() - cpu_before
-                rows = dict(zip(fresh, vectors, strict=True))
-                dimension = vectors.shape[1] if fresh else len(reused[start])
-                part = np.zeros((len(positions), dimension), dtype=np.float32)
-                for row, i in enumerate(positions):
-                    part[row] = rows[i] if i in rows else reused[i]
-                self._staging.put_vector_slice(batch_id, start, self._embedder.model_name, part)
-                embedded += len(fresh)
-                sizes.took(len(positions), self._clock() - began)
-                start = positions.stop
+        size = max(1, self._slice >> min(retries, 16))
+        slices = [range(s, min(s + size, end)) for begin, end in gaps for s in range(begin, end, size)]
+        longest = 0.0
+        for positions in slices:
+            began = self._clock()
+            if embedded and began + longest > deadline:
+                return EmbedResult(
+                    complete=False, chunks=len(texts), embedded_now=embedded, model_cpu_s=model_cpu
+                )
+            start = positions.start
+            fresh = [i for i in positions if i not in reused]
+            cpu_before = time.process_time()
+            vectors = self._embed(batch_id, [texts[i] for i in fresh], [owners[i] for i in fresh])
+            model_cpu += time.process_time() - cpu_before
+            rows = dict(zip(fresh, vectors, strict=True))
+            dimension = vectors.shape[1] if fresh else len(reused[start])
+            part = np.zeros((len(positions), dimension), dtype=np.float32)
+            for row, i in enumerate(positions):
+                part[row] = rows[i] if i in rows else reused[i]
+            self._staging.put_vector_slice(batch_id, start, self._embedder.model_name, part)
+            embedded += len(fresh)
+            longest = max(longest, self._clock() - began)
         excluded = self._staging.excluded(batch_id)
         written = [d for d in documents if d.key not in excluded]
         if remaining:  # else a redelivery of a batch embedded whole: its counts are recorded

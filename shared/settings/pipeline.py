@@ -33,20 +33,7 @@ class PipelineSettings(BaseModel):
     embedding_tokenizer_path: Path | None = Field(
         None, description="tokenizer.json of the model; the bundled MiniLM one when unset."
     )
-    embedding_batch_size: int = Field(
-        32,
-        ge=1,
-        le=2048,
-        description="Texts per HTTP request, the most in one local model run, an embed task's first slice.",
-    )
-    embedding_slice_max: int = Field(
-        128,
-        ge=1,
-        le=4096,
-        description="Most texts the embed stage hands the embedder at once: a task's first call is "
-        "embedding_batch_size texts, the next as many as fit an eighth of the soft time limit at the "
-        "slowest pace seen so far (an HTTP backend still sends requests of embedding_batch_size).",
-    )
+    embedding_batch_size: int = Field(32, ge=1, le=2048, description="Texts per model call or request.")
     embedding_timeout_s: float = Field(30.0, gt=0, description="HTTP backend request timeout.")
     embedding_max_retries: int = Field(3, ge=0, description="HTTP backend retries per batch.")
     local_model_path: Path | None = Field(None, description="ONNX file; the packaged int8 MiniLM when unset.")

@@ -17,7 +17,7 @@ from shared.ids import document_key
 from shared.models import DocumentIn
 from shared.progress import Progress
 from shared.services.chunk import Accepted, ChunkStage
-from shared.services.embed import EmbedStage, SliceGrowth
+from shared.services.embed import EmbedStage
 from shared.services.sync import Syncer
 from shared.services.write import WriteStage
 from shared.settings import Settings
@@ -255,113 +255,6 @@ def test_embed_does_not_start_a_slice_it_would_not_finish_before_the_deadline(
     # and the next run (a new task, a new deadline) takes the rest
     again = stage.run("b", deadline=embedder.now + 60.0)
     assert (again.complete, again.embedded_now) == (True, 4)
-
-
-class PacedEmbedder(FakeEmbedder):
-    """Each call takes ``seconds_a_text`` a text on a clock the test reads; ``slow_after`` calls on,
-    ``slower`` a text (a machine that gets loaded)."""
-
-    def __init__(self, seconds_a_text: float, slow_after: int = 0, slower: float = 0.0) -> None:
-        super().__init__()
-        self.now = 0.0
-        self._pace = seconds_a_text
-        self._slow_after = slow_after
-        self._slower = slower
-
-    def clock(self) -> float:
-        return self.now
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        slow = self._slow_after and len(self.calls) >= self._slow_after
-        self.now += (self._slower if slow else self._pace) * len(texts)
-        return super().embed(texts)
-
-
-def _sizes(embedder: FakeEmbedder) -> list[int]:
-    return [len(call) for call in embedder.calls]
-
-
-def test_embed_slices_grow_to_the_most_that_fit_the_budget_at_the_pace_seen(
-    staging: Staging, progress: Progress
-) -> None:
-    # Given a batch of 40 chunks, first slice 4, growing to 16 while one fits 1 s, at 50 ms a text
-    _stage_batch(staging, 40)
-    embedder = PacedEmbedder(seconds_a_text=0.05)
-    growth = SliceGrowth(most=16, budget_s=1.0)
-    stage = EmbedStage(embedder, staging, progress, slice_size=4, clock=embedder.clock, growth=growth)
-
-    # When it is embedded
-    result = stage.run("b", deadline=60.0)
-
-    # Then the first slice is 4 and the next are 16 (20 would fit the budget; 16 is the most)
-    assert result.complete and result.embedded_now == 40
-    assert _sizes(embedder) == [4, 16, 16, 4]
-    found = staging.vectors("b", 40)
-    assert found is not None
-    np.testing.assert_array_equal(found[1], np.concatenate([FakeEmbedder().embed(c) for c in embedder.calls]))
-
-
-def test_embed_slices_stay_at_the_first_size_on_a_machine_too_slow_to_grow(
-    staging: Staging, progress: Progress
-) -> None:
-    # Given slices that could grow to 16, at 500 ms a text: 2 texts fit the 1 s budget
-    _stage_batch(staging, 12)
-    embedder = PacedEmbedder(seconds_a_text=0.5)
-    stage = EmbedStage(
-        embedder, staging, progress, 4, clock=embedder.clock, growth=SliceGrowth(most=16, budget_s=1.0)
-    )
-
-    result = stage.run("b", deadline=60.0)
-
-    # Then no slice grows past the first's 4, and none shrinks below it
-    assert result.complete
-    assert _sizes(embedder) == [4, 4, 4]
-
-
-def test_embed_slices_shrink_back_when_the_machine_slows_down(staging: Staging, progress: Progress) -> None:
-    # Given a machine at 50 ms a text for two calls, then at 200 ms (5 texts fit the 1 s budget)
-    _stage_batch(staging, 50)
-    embedder = PacedEmbedder(seconds_a_text=0.05, slow_after=2, slower=0.2)
-    stage = EmbedStage(
-        embedder, staging, progress, 4, clock=embedder.clock, growth=SliceGrowth(most=16, budget_s=1.0)
-    )
-
-    result = stage.run("b", deadline=600.0)
-
-    # Then the slices grow to 16, and after the slow one back to the 5 the slowest pace allows
-    assert result.complete
-    assert _sizes(embedder) == [4, 16, 16, 5, 5, 4]
-
-
-def test_a_retried_embed_halves_both_its_first_slice_and_its_most(
-    staging: Staging, progress: Progress
-) -> None:
-    _stage_batch(staging, 20)
-    embedder = PacedEmbedder(seconds_a_text=0.01)
-    stage = EmbedStage(
-        embedder, staging, progress, 4, clock=embedder.clock, growth=SliceGrowth(most=16, budget_s=1.0)
-    )
-
-    result = stage.run("b", deadline=60.0, retries=1)
-
-    assert result.complete
-    assert _sizes(embedder) == [2, 8, 8, 2]
-
-
-def test_embed_judges_the_deadline_by_the_grown_slice(staging: Staging, progress: Progress) -> None:
-    # Given a first slice of 4 at 50 ms a text (0.2 s), after which slices of 16 take 0.8 s
-    _stage_batch(staging, 40)
-    embedder = PacedEmbedder(seconds_a_text=0.05)
-    stage = EmbedStage(
-        embedder, staging, progress, 4, clock=embedder.clock, growth=SliceGrowth(most=16, budget_s=1.0)
-    )
-
-    # When the deadline is 0.5 s away
-    result = stage.run("b", deadline=0.5)
-
-    # Then the run stops after the first slice rather than start one that would end at 1.0 s
-    assert (result.complete, result.embedded_now) == (False, 4)
-    assert _sizes(embedder) == [4]
 
 
 def test_embed_run_on_a_fully_embedded_batch_calls_the_model_no_more(
