@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -27,6 +28,12 @@ from workers.stage import container
 log = logging.getLogger(__name__)
 _searcher_lock = threading.Lock()
 
+SEARCH_RESULT_TTL_S = 60
+"""How long a worker that serves searches alone keeps a search's result in Redis. Its caller
+subscribed to the result's channel before sending and reads the answer from the published message,
+milliseconds later; nobody deletes it after that (a round trip less on each search's path), so it
+goes by itself, soon, whether its caller read it or gave up."""
+
 
 def searcher() -> Searcher:
     """The process's searcher, made once even when the warm-up and a first search ask at once."""
@@ -38,6 +45,31 @@ def searcher() -> Searcher:
 def _one_searcher() -> Searcher:
     c = container()
     return c.searcher(FallbackRelay(c.embedder.model_name, c.embedder.dimension))
+
+
+def serves_searches_alone(queues: str | Iterable[str] | None) -> bool:
+    """Whether a worker's ``-Q`` (a list, or the comma-separated string) names the query queue alone."""
+    names = queues.split(",") if isinstance(queues, str) else list(queues or ())
+    return [name.strip() for name in names] == [QUERY]
+
+
+@signals.celeryd_init.connect
+def _serve_searches_lightly(conf: Any = None, options: Any = None, **_: Any) -> None:
+    """A worker made to consume the query queue alone drops two things a search never uses (before
+    its connections are made, so for its pool's children too):
+
+    - **The broker's acknowledgement bookkeeping** (kombu's ``ack_emulation``): a Redis transaction
+      a search, copying its message into ``unacked`` before the task can start, for a redelivery
+      after ``ENGRAM_VISIBILITY_TIMEOUT_S`` (75 s), when the search has expired (at its caller's
+      timeout, 10 s) and would be dropped unread. A message this worker holds is put back if its
+      pool child dies (``task_reject_on_worker_lost``) or it stops; only a host that dies loses the
+      one or two it held, whose callers time out, as they would waiting for the redelivery.
+    - **A result kept for an hour**: kept ``SEARCH_RESULT_TTL_S``, not deleted by its caller.
+    """
+    if conf is None or not serves_searches_alone((options or {}).get("queues")):
+        return
+    conf.broker_transport_options = {**conf.broker_transport_options, "ack_emulation": False}
+    conf.result_expires = SEARCH_RESULT_TTL_S
 
 
 @signals.worker_process_init.connect

@@ -5,7 +5,7 @@ failures read as Engram's errors."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import celery.exceptions
@@ -83,13 +83,32 @@ class ClientBase:
         self._progress = self._container.progress
         self._versions = self._container.versions
         self._ledger = self._container.ledger
+        self._read_results: list[str] = []  # search results read, deleted with the next ping
 
     def close(self) -> None:
+        if self._read_results:
+            with suppress(ServiceUnavailable):
+                self.ping()
         self._container.close()
 
     def ping(self) -> None:
+        """Redis in reach, or a clear error at once (Celery would retry for long). The search
+        results read since the last ping are deleted in the same round trip, not one each on
+        their searches' way back (a query worker that serves searches alone expires them soon
+        anyway: workers/query.py)."""
+        keys, self._read_results = self._read_results, []
         with translated_errors():
-            self._redis.ping()
+            if not keys:
+                self._redis.ping()
+                return
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.delete(*keys)
+            pipe.ping()
+            pipe.execute()
+
+    def _drop_later(self, task_id: str) -> None:
+        """A read (or abandoned) search result, deleted with the next ping."""
+        self._read_results.append(self._app.backend.get_key_for_task(task_id).decode())
 
     def _store(self) -> Neo4jStore:
         return self._container.graph

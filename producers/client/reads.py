@@ -67,9 +67,12 @@ class Reads(ClientBase):
                 answer = result.get(timeout=timeout, propagate=True)
             except celery.exceptions.TimeoutError as exc:
                 result.revoke()
+                result.forget()  # now: the result, and the subscription still waiting for it
                 raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
-            finally:
-                result.forget()
+            except BaseException:
+                self._drop_later(result.id)  # a failed search's result (its error)
+                raise
+            self._drop_later(result.id)
         return SearchResponse.model_validate(answer)
 
     # The store's state.

@@ -72,6 +72,7 @@ class Searches:
         self._waiter = waiter
         self._pending = 0
         self._send_limiter = anyio.CapacityLimiter(SEND_THREADS)
+        self._forgetting: set[asyncio.Task[None]] = set()
 
     @classmethod
     def connect(cls, settings: Settings) -> Searches:
@@ -101,6 +102,8 @@ class Searches:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting)
         await self._waiter.aclose()
         self._sender.close()
 
@@ -133,7 +136,10 @@ class Searches:
                     raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
         finally:
             self._pending -= 1
-        await self._forget(task_id)
+        # The read result is deleted beside the answer's way back, not before it.
+        forgetting = asyncio.create_task(self._forget(task_id), name="forget-search-result")
+        self._forgetting.add(forgetting)
+        forgetting.add_done_callback(self._forgetting.discard)
         return SearchResponse.model_validate(answer)
 
     async def _ask(self, task_id: str, request: SearchRequest, remaining: float, priority: int) -> Any:
