@@ -103,7 +103,7 @@ class Searches:
 
     async def aclose(self) -> None:
         if self._forgetting:
-            await asyncio.gather(*self._forgetting)
+            await asyncio.gather(*self._forgetting, return_exceptions=True)
         await self._waiter.aclose()
         self._sender.close()
 
