@@ -31,8 +31,8 @@ _searcher_lock = threading.Lock()
 SEARCH_RESULT_TTL_S = 60
 """How long a worker that serves searches alone keeps a search's result in Redis. Its caller
 subscribed to the result's channel before sending and reads the answer from the published message,
-milliseconds later; nobody deletes it after that (a round trip less on each search's path), so it
-goes by itself, soon, whether its caller read it or gave up."""
+milliseconds later, then deletes it off the answer's path (the client with its next ping, the HTTP
+app beside its answer); a result no caller read or deleted goes by itself, soon."""
 
 
 def searcher() -> Searcher:
@@ -64,7 +64,7 @@ def _serve_searches_lightly(conf: Any = None, options: Any = None, **_: Any) -> 
       timeout, 10 s) and would be dropped unread. A message this worker holds is put back if its
       pool child dies (``task_reject_on_worker_lost``) or it stops; only a host that dies loses the
       one or two it held, whose callers time out, as they would waiting for the redelivery.
-    - **A result kept for an hour**: kept ``SEARCH_RESULT_TTL_S``, not deleted by its caller.
+    - **A result kept for an hour** (``result_expires``): kept ``SEARCH_RESULT_TTL_S``.
     """
     if conf is None or not serves_searches_alone((options or {}).get("queues")):
         return
