@@ -67,12 +67,10 @@ class Reads(ClientBase):
                 answer = result.get(timeout=timeout, propagate=True)
             except celery.exceptions.TimeoutError as exc:
                 result.revoke()
-                result.forget()  # now: the result, and the subscription still waiting for it
+                result.forget()  # now: the subscription still waiting for it
                 raise SearchTimeout(f"no query worker answered within {timeout:g} s") from exc
-            except BaseException:
-                self._drop_later(result.id)  # a failed search's result (its error)
-                raise
-            self._drop_later(result.id)
+            finally:
+                self._drop_later(result.id)  # the answer's, or the error's
         return SearchResponse.model_validate(answer)
 
     # The store's state.

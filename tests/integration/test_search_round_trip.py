@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 @contextmanager
 def monitored(redis_client: redis.Redis) -> Iterator[list[str]]:
-    """Every command Redis runs meanwhile, as MONITOR prints it (the list fills when the block ends)."""
+    """Every command Redis runs meanwhile, as MONITOR prints it (the list fills as they come)."""
     commands: list[str] = []
     marker = f"monitor-end-{uuid.uuid4()}"
     started = threading.Event()
