@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -75,18 +75,26 @@ def click(element: WebElement) -> None:
 
 
 def wait_for(browser: WebDriver, check: str, timeout_s: float = 90, reload: bool = True) -> None:
-    """Reloads the page until ``check`` (a CSS selector's text, `selector::text`) holds."""
+    """Reloads the page until ``check`` (a CSS selector's text, `selector::text`) holds.
+
+    A read that meets the page mid-navigation (a form just submitted) is tried again: an element
+    of the page being left goes stale, and chromedriver may also answer 'unhandled inspector error:
+    Cannot find context with specified id' for the document it was reading (a known race of
+    chromedriver's, not the page's). Either is said in the failure if the check never holds."""
     css, _, wanted = check.partition("::")
     deadline = time.monotonic() + timeout_s
+    error: WebDriverException | None = None
     while True:
         try:
             if wanted in text_of(browser, css):
                 return
-        except StaleElementReferenceException:
-            pass
+            error = None
+        except WebDriverException as raised:  # StaleElementReferenceException among them
+            error = raised
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"{wanted!r} not in {css} after {timeout_s} s at {browser.current_url}: {browser.page_source[:3000]}"
+                f"{wanted!r} not in {css} after {timeout_s} s at {browser.current_url} (last read: {error}): "
+                f"{browser.page_source[:3000]}"
             )
         time.sleep(1)
         if reload:
