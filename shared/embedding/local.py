@@ -1,14 +1,17 @@
-"""all-MiniLM-L6-v2 in-process: onnxruntime on CPU, int8 weights by default.
+"""all-MiniLM-L6-v2 in-process: onnxruntime on CPU.
 
 The packaged model stores its weights as int8 with per-row scales; onnxruntime folds them back to
-float32 when the session loads, so the file is 4x smaller but compute and RAM are float32's.
+float32 when the session loads, so the file is 4x smaller but its products run in float32. By
+default (``ENGRAM_LOCAL_COMPUTE=int8``) they run in int8 instead, on a quantized copy of the file
+made once (shared/embedding/int8.py): about half the CPU a chunk, a third a query, each text a run
+of its own there (an activation's scale is its run's).
 
 Texts are sorted by length and cut into small runs (``local_run_tokens`` padded tokens, at most
-``embedding_batch_size`` texts: two or three long chunks, dozens of short turns), each run on one
-onnxruntime thread, ``local_threads`` runs side by side. Measured on this 2-core machine against
-runs of 32 texts on two intra-op threads: ~47 against ~100 CPU-ms a chunk, twice the chunks a
-second (the big runs' activations, 32 x 256 tokens, spill out of the caches, and two threads on
-one run wait on each other; docs/operations/embedding-model.md).
+``embedding_batch_size`` texts in float, one in int8), each run on one onnxruntime thread,
+``local_threads`` runs side by side. Measured on this 2-core machine against runs of 32 texts on
+two intra-op threads: ~47 against ~100 CPU-ms a chunk, twice the chunks a second (the big runs'
+activations, 32 x 256 tokens, spill out of the caches, and two threads on one run wait on each
+other; docs/operations/embedding-model.md).
 The packaged ONNX graph ends at ``last_hidden_state``; mean pooling over the attention mask and
 L2 normalisation happen here, as sentence-transformers does them for this model. A graph that
 already pools (a rank-2 output) is used as it is, and normalised again, which changes nothing.
@@ -28,6 +31,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 from tokenizers import Encoding, Tokenizer
 
 from shared.embedding.base import Vectors, normalise
+from shared.embedding.int8 import int8_model
 from shared.errors import ConfigurationError, EmbeddingRejected, InvalidInput, TransientError
 from shared.settings import Settings
 from shared.tokenizer import load_tokenizer
@@ -77,7 +81,13 @@ class LocalOnnxEmbedder:
         self._batch_size = settings.embedding_batch_size
         self._run_tokens = settings.local_run_tokens
         self._model_path = (settings.local_model_path or default_model_path()).expanduser()
-        self._session = _open_session(self._model_path)
+        # int8: the quantized copy (shared/embedding/int8.py), each text a run of its own there, as
+        # its activations' scales are taken over the whole run.
+        self._int8 = settings.local_compute == "int8"
+        running = self._model_path
+        if self._int8:
+            running = int8_model(self._model_path, settings.local_model_cache_path)
+        self._session = _open_session(running)
         # Threads start on the first call with two runs or more (after a worker's fork).
         threads = settings.local_threads or len(os.sched_getaffinity(0))
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="onnx")
@@ -129,7 +139,7 @@ class LocalOnnxEmbedder:
         lengths = [len(encodings[i].ids) for i in order]
         batches = [
             [encodings[i] for i in order[start:end]]
-            for start, end in runs(lengths, self._batch_size, self._run_tokens)
+            for start, end in runs(lengths, 1 if self._int8 else self._batch_size, self._run_tokens)
         ]
         # One run (a query) runs here; more go to the pool, whose threads exist only then.
         many = len(batches) > 1

@@ -27,7 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.settings.http import HttpSettings, is_loopback
 from shared.settings.operations import OperationsSettings
-from shared.settings.pipeline import EmbeddingBackend, PipelineSettings
+from shared.settings.pipeline import EmbeddingBackend, PipelineSettings, user_cache
 from shared.settings.search import SearchSettings
 from shared.settings.stores import DEV_NEO4J_PASSWORD, StoreSettings
 
@@ -49,6 +49,10 @@ class Settings(
     @property
     def metrics_path(self) -> Path:
         return self.metrics_dir or self.data_dir / "metrics"
+
+    @property
+    def local_model_cache_path(self) -> Path:
+        return self.local_model_cache or user_cache() / "models"
 
 
 @lru_cache(maxsize=1)

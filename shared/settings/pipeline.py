@@ -3,6 +3,7 @@ and the graph's entities found at write time."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +13,12 @@ from shared.errors import ConfigurationError
 from shared.settings.stores import empty_secret_is_unset
 
 EmbeddingBackend = Literal["local", "tei", "ollama", "openai"]
+
+
+def user_cache() -> Path:
+    """The user's cache folder, as the XDG base directories name it (ops/ keeps its builds there too)."""
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "engram"
 
 
 class PipelineSettings(BaseModel):
@@ -37,6 +44,17 @@ class PipelineSettings(BaseModel):
     embedding_timeout_s: float = Field(30.0, gt=0, description="HTTP backend request timeout.")
     embedding_max_retries: int = Field(3, ge=0, description="HTTP backend retries per batch.")
     local_model_path: Path | None = Field(None, description="ONNX file; the packaged int8 MiniLM when unset.")
+    local_compute: Literal["int8", "float"] = Field(
+        "int8",
+        description="How the local model's matrix products run: int8 (a quantized copy of the model, "
+        "made once into ENGRAM_LOCAL_MODEL_CACHE; each text a run of its own: about half the CPU) or "
+        "float (the file as it is).",
+    )
+    local_model_cache: Path | None = Field(
+        None,
+        description="Where the int8 copy of the local model is kept, shared by the processes of a "
+        "machine; unset: $XDG_CACHE_HOME/engram/models (~/.cache/engram/models).",
+    )
     local_threads: int = Field(
         0, ge=0, description="Model runs side by side, one onnxruntime thread each; 0 = all cores."
     )

@@ -29,9 +29,9 @@ def _settings(**values: object) -> Settings:
     return Settings.model_validate(values)
 
 
-@pytest.fixture(scope="module")
-def settings() -> Settings:
-    return _settings(embedding_batch_size=2)
+@pytest.fixture(scope="module", params=["int8", "float"])
+def settings(request: pytest.FixtureRequest) -> Settings:
+    return _settings(embedding_batch_size=2, local_compute=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +78,12 @@ def test_runs_hold_few_long_texts_and_many_short_ones() -> None:
     assert runs([], max_texts=4, max_tokens=512) == []
 
 
-def test_vectors_do_not_depend_on_the_runs_or_the_threads() -> None:
-    # Runs of one to four texts, embedded side by side on two threads, against each text alone
+@pytest.mark.parametrize("compute", ["int8", "float"])
+def test_vectors_do_not_depend_on_the_runs_or_the_threads(compute: str) -> None:
+    # Runs of one to four texts (float; int8 runs each alone), side by side on two threads,
+    # against each text alone
     texts = TEXTS * 3
-    embedder = LocalOnnxEmbedder(_settings(local_threads=2, local_run_tokens=64))
+    embedder = LocalOnnxEmbedder(_settings(local_threads=2, local_run_tokens=64, local_compute=compute))
     together = embedder.embed(texts)
     alone = np.stack([embedder.embed([t])[0] for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-4)
