@@ -3,7 +3,7 @@
 The packaged model stores its weights as int8 with per-row scales; onnxruntime folds them back to
 float32 when the session loads, so the file is 4x smaller but its products run in float32. By
 default (``ENGRAM_LOCAL_COMPUTE=int8``) they run in int8 instead, on a quantized copy of the file
-made once (shared/embedding/int8.py): about half the CPU a chunk, a third a query, each text a run
+made once (shared/embedding/int8.py): about 0.6 of the CPU a chunk, half a query, each text a run
 of its own there (an activation's scale is its run's).
 
 Texts are sorted by length and cut into small runs (``local_run_tokens`` padded tokens, at most

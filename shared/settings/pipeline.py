@@ -47,7 +47,7 @@ class PipelineSettings(BaseModel):
     local_compute: Literal["int8", "float"] = Field(
         "int8",
         description="How the local model's matrix products run: int8 (a quantized copy of the model, "
-        "made once into ENGRAM_LOCAL_MODEL_CACHE; each text a run of its own: about half the CPU) or "
+        "made once into ENGRAM_LOCAL_MODEL_CACHE; each text a run of its own: 0.6 of the CPU a chunk) or "
         "float (the file as it is).",
     )
     local_model_cache: Path | None = Field(
