@@ -46,9 +46,9 @@ assert t.bundled_tokenizer_path().is_file(); assert l.default_model_path().is_fi
 # The local model's int8 copy (shared/embedding/int8.py), made here once rather than at each
 # container's first start; the processes find it by name and only read it.
 ENV ENGRAM_LOCAL_MODEL_CACHE=/opt/engram/models
-RUN python -c "from pathlib import Path; from shared.embedding.int8 import int8_model; \
+RUN python -c "from shared.settings import Settings; from shared.embedding.int8 import int8_model; \
 from shared.embedding.local import default_model_path; \
-print(int8_model(default_model_path(), Path('/opt/engram/models')))"
+print(int8_model(default_model_path(), Settings().local_model_cache_path))"
 
 # An unprivileged user. /app stays root-owned and read-only to it; what the processes write
 # (beat's schedule file, and embedded Qdrant if ENGRAM_QDRANT_URL were ever unset) goes under

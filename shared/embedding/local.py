@@ -78,14 +78,14 @@ class LocalOnnxEmbedder:
 
     def __init__(self, settings: Settings) -> None:
         self._model_name = settings.embedding_model
-        self._batch_size = settings.embedding_batch_size
         self._run_tokens = settings.local_run_tokens
         self._model_path = (settings.local_model_path or default_model_path()).expanduser()
         # int8: the quantized copy (shared/embedding/int8.py), each text a run of its own there, as
         # its activations' scales are taken over the whole run.
-        self._int8 = settings.local_compute == "int8"
+        int8 = settings.local_compute == "int8"
+        self._run_texts = 1 if int8 else settings.embedding_batch_size
         running = self._model_path
-        if self._int8:
+        if int8:
             running = int8_model(self._model_path, settings.local_model_cache_path)
         self._session = _open_session(running)
         # Threads start on the first call with two runs or more (after a worker's fork).
@@ -139,7 +139,7 @@ class LocalOnnxEmbedder:
         lengths = [len(encodings[i].ids) for i in order]
         batches = [
             [encodings[i] for i in order[start:end]]
-            for start, end in runs(lengths, 1 if self._int8 else self._batch_size, self._run_tokens)
+            for start, end in runs(lengths, self._run_texts, self._run_tokens)
         ]
         # One run (a query) runs here; more go to the pool, whose threads exist only then.
         many = len(batches) > 1
