@@ -6,6 +6,13 @@ one query at a time, a search is sent through the client (``EngramClient.search`
 query worker, the result backend) and through the HTTP app, for the default method and for
 ``vector``. Every measurement gets a query of its own: a query worker caches the embeddings of
 the queries it has seen, and the floor caches none.
+
+Where a queued vector search's time goes over the floor is measured in the same loop, in this
+process: the floor's work at the search's own read (the query worker's vector source, the tenant at
+the fusion pool's k, the k target 4's recall is held at) and the whole vector search without its
+queue (``Searcher.search``). And what one hop between processes costs this machine: a Redis PING
+and a Neo4j ``RETURN 1``, back to back and after a few idle milliseconds (a virtual CPU left idle
+may be halted, and each process a message wakes pays for it).
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ import httpx
 from producers.bench.stats import Latency, timed
 from producers.client import EngramClient
 from shared.container import Container
-from shared.models import SearchMethod, SearchRequest
+from shared.models import SearchFilters, SearchMethod, SearchRequest
+from shared.search import Searcher
+from shared.search.sources import Query
+from shared.search.text import query_head, query_terms
 from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 TOP_K = 10
@@ -31,12 +41,71 @@ FLOOR_QUERY: LiteralString = (
     "CALL db.index.vector.queryNodes('" + VECTOR_INDEX + "', $k, $vector) YIELD node AS m, score "
     "RETURN m.id AS id, score"
 )
-KINDS = ("floor", "client default", "client vector", "http default", "http vector")
+KINDS = (
+    "floor",
+    "index read",
+    "searched here",
+    "client default",
+    "client vector",
+    "http default",
+    "http vector",
+)
+WAKE_ROUNDS = 100
+IDLE_S = 0.005
+"""The pause before a hop measured after idle: longer than a search's own gaps (a process waits
+for the next one), shorter than anything a queue or a driver times out in."""
 
 
 def floor(container: Container, text: str) -> None:
     vector = container.embedder.embed_query(text)
     container.search_graph.read_rows(FLOOR_QUERY, k=TOP_K, vector=[float(x) for x in vector])
+
+
+def index_read(container: Container, searcher: Searcher, user: str, text: str) -> None:
+    """The floor's work as the query worker does it: the query's embedding and the vector source's
+    read of the tenant at the fusion pool's k (``Searcher.candidates``, method ``vector``)."""
+    s = container.settings
+    said = query_head(text, s.search_query_max_words)
+    query = Query(
+        text=said,
+        vector=[float(x) for x in container.embedder.embed_query(said)],
+        user_id=user,
+        filters=SearchFilters(),
+        top_k=TOP_K,
+        pool=TOP_K * s.search_oversample,
+        terms=query_terms(said),
+    )
+    searcher.candidates(query, "vector")
+
+
+def searched_here(searcher: Searcher, user: str) -> Callable[[str], int]:
+    """The whole vector search (its reads, fusion, ranking, shaping) without the queue."""
+
+    def search(text: str) -> int:
+        request = SearchRequest(query=text, user_id=user, top_k=TOP_K, method="vector")
+        return searcher.search(request).count
+
+    return search
+
+
+def wake_up(container: Container, rounds: int = WAKE_ROUNDS, idle_s: float = IDLE_S) -> dict[str, float]:
+    """p50 ms of one Redis PING and one Neo4j ``RETURN 1``, back to back ("hot") and each after
+    ``idle_s`` asleep ("idle"): what a hop to a process that had nothing to do costs here."""
+    calls: dict[str, Callable[[], object]] = {
+        "redis": container.redis.ping,
+        "neo4j": lambda: container.search_graph.read_rows("RETURN 1 AS one"),
+    }
+    found: dict[str, float] = {}
+    for name, call in calls.items():
+        for state, pause in (("hot", 0.0), ("idle", idle_s)):
+            call()
+            seconds = []
+            for _ in range(rounds):
+                if pause:
+                    time.sleep(pause)
+                seconds.append(timed(call)[1])
+            found[f"{name}_{state}_ms"] = Latency.of(seconds).p50_ms
+    return found
 
 
 def via_client(client: EngramClient, user: str, method: SearchMethod) -> Callable[[str], int]:
@@ -82,8 +151,11 @@ def measure(
     queries: Iterator[str],
     rounds: int,
 ) -> dict[str, Any]:
+    searcher = container.searcher()
     calls: dict[str, Callable[[str], object]] = {
         "floor": lambda text: floor(container, text),
+        "index read": lambda text: index_read(container, searcher, user, text),
+        "searched here": searched_here(searcher, user),
         "client default": via_client(client, user, "engram"),
         "client vector": via_client(client, user, "vector"),
         "http default": via_http(http, user, "engram"),
@@ -111,4 +183,9 @@ def measure(
         "ratio_p50": summary["client default"].p50_ms / floor_p50,
         "vector_ratio_p50": summary["client vector"].p50_ms / floor_p50,
         "http_ratio_p50": summary["http default"].p50_ms / floor_p50,
+        "parts": {
+            "index_read": summary["index read"].as_dict(),
+            "searched_here": summary["searched here"].as_dict(),
+            "wake_up": wake_up(container),
+        },
     }

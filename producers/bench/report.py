@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from producers.bench.latency import IDLE_S
 from producers.bench.stats import percentile
 
 TARGET_SIZE = 100_000
@@ -160,7 +161,9 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
     if ingest.get("stack_cpu_ms_per_chunk") is not None:  # absent from runs before it was measured
         w(
             f"  CPU a chunk: the stack outside the model {ingest['stack_cpu_ms_per_chunk']:.1f} ms, "
-            f"the raw embedder {ingest['raw_cpu_ms_per_chunk']:.1f} ms\n"
+            f"the raw embedder {ingest['raw_cpu_ms_per_chunk']:.1f} ms; with every core busy the ratio "
+            f"is at most raw / (raw + outside) = {ratio_ceiling(ingest):.2f}, and 0.8 leaves the stack "
+            f"{ingest['raw_cpu_ms_per_chunk'] / 4:.1f} ms a chunk outside the model\n"
         )
     if ingest.get("model_cpu_ms_per_chunk") is not None:
         w(
@@ -208,6 +211,9 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
         cells = [_cell(d, s["floor_p50_ms"]) for d in (default, s["vector"], s["http"], s["http_vector"])]
         floor = f"{s['floor']['p50_ms']:.0f}/{s['floor']['p95_ms']:.0f}/{s['floor']['p99_ms']:.0f}"
         w(f"  {int(size):>8,}  {floor:>17}  " + "  ".join(f"{c:>20}" for c in cells) + "\n")
+    for size, s in result["search"].items():
+        if "parts" in s:  # absent from runs before it was measured
+            w(parts_line(int(size), s))
     if result.get("throughput"):
         w("\nthroughput through HTTP (default search):\n")
         for level in result["throughput"]:
@@ -279,6 +285,26 @@ def searchable_line(v: dict[str, Any]) -> str:
             f"{percentile(rest, 0.95):.0f} ms"
         )
     return line
+
+
+def ratio_ceiling(ingest: dict[str, Any]) -> float:
+    """The ingestion ratio the stack's CPU allows when it keeps every core busy: the raw embedder's
+    CPU a chunk over the stack's (the model plus what the stack spends outside it)."""
+    raw = float(ingest["raw_cpu_ms_per_chunk"])
+    return raw / (raw + float(ingest["stack_cpu_ms_per_chunk"]))
+
+
+def parts_line(size: int, s: dict[str, Any]) -> str:
+    """Where a queued vector search's p50 goes over the floor, and what a hop costs this machine."""
+    parts, floor, vector = s["parts"], s["floor_p50_ms"], s["vector"]["p50_ms"]
+    index, here, wake = parts["index_read"]["p50_ms"], parts["searched_here"]["p50_ms"], parts["wake_up"]
+    return (
+        f"  {size:>8,}: client vector {vector:.1f} = floor {floor:.1f}"
+        f" {index - floor:+.1f} the index at the search's k and tenant"
+        f" {here - index:+.1f} the searcher around it {vector - here:+.1f} the queue;"
+        f" a hop after {1000 * IDLE_S:.0f} ms idle (hot): Redis {wake['redis_idle_ms']:.2f}"
+        f" ({wake['redis_hot_ms']:.2f}), Neo4j {wake['neo4j_idle_ms']:.2f} ({wake['neo4j_hot_ms']:.2f}) ms\n"
+    )
 
 
 def _cell(d: dict[str, Any], floor_p50: float) -> str:

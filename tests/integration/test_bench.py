@@ -89,6 +89,13 @@ def test_bench_json_holds_measured_figures(
         floor, p50, p99 = (_number(search[k]) for k in ("floor_p50_ms", "p50_ms", "p99_ms"))
         assert floor > 0 and 0 < p50 <= p99
         assert _number(search["vector"]["p50_ms"]) > 0 and _number(search["http"]["p50_ms"]) > 0
+        # and where a vector search's time goes: the search's own read and the search without its
+        # queue, timed in the same loop, and a hop to Redis and to Neo4j, hot and after idle
+        parts = search["parts"]
+        assert _number(parts["index_read"]["p50_ms"]) > 0 and _number(parts["searched_here"]["p50_ms"]) > 0
+        assert parts["index_read"]["n"] == parts["searched_here"]["n"] == search["vector"]["n"]
+        for hop in ("redis_hot_ms", "redis_idle_ms", "neo4j_hot_ms", "neo4j_idle_ms"):
+            assert _number(parts["wake_up"][hop]) > 0
 
     # and they are this run's: the chunks counted are the Memories the store holds for its tenants
     stored, _, _ = neo4j_driver.execute_query(

@@ -252,3 +252,37 @@ def test_write_to_searchable_prints_its_rounds_in_order_so_a_slow_first_one_show
     # Then the table gives the p95 of all of them (the target's) and the first rounds beside it
     assert "p95 1106 ms" not in text and "p95 234 ms" in text
     assert "first rounds 1106, 234, 90 ms; p95 of the 17 after the first 3 107 ms" in text
+
+
+def test_a_vector_searchs_time_over_the_floor_is_told_part_by_part_with_a_hop_hot_and_idle() -> None:
+    # Given a size where the floor took 8 ms, the search's own read 11, the vector search in the
+    # bench's process 12 and through the queue 16
+    search = {
+        "floor_p50_ms": 8.0,
+        "vector": {"p50_ms": 16.0},
+        "parts": {
+            "index_read": {"p50_ms": 11.0},
+            "searched_here": {"p50_ms": 12.0},
+            "wake_up": {
+                "redis_hot_ms": 0.03,
+                "redis_idle_ms": 0.3,
+                "neo4j_hot_ms": 0.4,
+                "neo4j_idle_ms": 1.8,
+            },
+        },
+    }
+
+    line = report.parts_line(100_000, search)
+
+    # Then each part is its difference to the one before, summing to the search's p50
+    assert "client vector 16.0 = floor 8.0 +3.0 the index at the search's k and tenant" in line
+    assert "+1.0 the searcher around it +4.0 the queue" in line
+    assert "Redis 0.30 (0.03), Neo4j 1.80 (0.40) ms" in line
+
+
+def test_the_ingestion_ratio_the_stacks_cpu_allows_is_the_models_share_of_it() -> None:
+    # Given the model at 4 CPU-ms a chunk alone and the stack at 4 more outside it
+    ingest = {"raw_cpu_ms_per_chunk": 4.0, "stack_cpu_ms_per_chunk": 4.0}
+
+    # Then with every core busy the pipeline runs at most at half the raw embedder's rate
+    assert report.ratio_ceiling(ingest) == 0.5
