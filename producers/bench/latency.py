@@ -26,10 +26,10 @@ import httpx
 from producers.bench.stats import Latency, timed
 from producers.client import EngramClient
 from shared.container import Container
-from shared.models import SearchFilters, SearchMethod, SearchRequest
+from shared.models import SearchMethod, SearchRequest
 from shared.search import Searcher
-from shared.search.sources import Query
-from shared.search.text import query_head, query_terms
+from shared.search.searcher import query_of
+from shared.search.text import query_head
 from shared.stores.neo4j.schema_queries import VECTOR_INDEX
 
 TOP_K = 10
@@ -65,17 +65,10 @@ def index_read(container: Container, searcher: Searcher, user: str, text: str) -
     """The floor's work as the query worker does it: the query's embedding and the vector source's
     read of the tenant at the fusion pool's k (``Searcher.candidates``, method ``vector``)."""
     s = container.settings
+    request = SearchRequest(query=text, user_id=user, top_k=TOP_K, method="vector")
     said = query_head(text, s.search_query_max_words)
-    query = Query(
-        text=said,
-        vector=[float(x) for x in container.embedder.embed_query(said)],
-        user_id=user,
-        filters=SearchFilters(),
-        top_k=TOP_K,
-        pool=TOP_K * s.search_oversample,
-        terms=query_terms(said),
-    )
-    searcher.candidates(query, "vector")
+    vector = [float(x) for x in container.embedder.embed_query(said)]
+    searcher.candidates(query_of(request, said, vector, s), "vector")
 
 
 def searched_here(searcher: Searcher, user: str) -> Callable[[str], int]:

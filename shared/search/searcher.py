@@ -65,6 +65,25 @@ class QueryEmbeddingCache:
         return vector
 
 
+def query_of(
+    request: SearchRequest, said: str, vector: list[float], s: Settings, deadline: float | None = None
+) -> Query:
+    """What every source reads of a search: ``said`` (the query's head, ``query_head``) embedded
+    as ``vector``, its words, the request's ``top_k`` within the settings' bound and the fusion
+    pool, ``ENGRAM_SEARCH_OVERSAMPLE`` candidates a result."""
+    top_k = min(request.top_k or s.search_default_top_k, s.search_max_top_k)
+    return Query(
+        text=said,
+        vector=vector,
+        user_id=request.user_id,
+        filters=request.filters,
+        top_k=top_k,
+        pool=top_k * s.search_oversample,
+        terms=query_terms(said),
+        deadline=deadline,
+    )
+
+
 def fuse(
     method: SearchMethod, candidates: Sequence[Candidate], s: Settings, keyword_weight: float = 0.0
 ) -> list[Fused]:
@@ -125,7 +144,6 @@ class Searcher:
         """``deadline`` (``time.monotonic``) is when the caller stops waiting; the backup gets
         what is left of it, else the search timeout."""
         s = self._settings
-        top_k = min(request.top_k or s.search_default_top_k, s.search_max_top_k)
         threshold = s.search_default_threshold if request.threshold is None else request.threshold
 
         started = time.perf_counter()
@@ -137,16 +155,8 @@ class Searcher:
         vector = self._queries.embed(said).tolist()
         embedded = time.perf_counter()
 
-        query = Query(
-            text=said,
-            vector=vector,
-            user_id=request.user_id,
-            filters=request.filters,
-            top_k=top_k,
-            pool=top_k * s.search_oversample,
-            terms=query_terms(said),
-            deadline=deadline,
-        )
+        query = query_of(request, said, vector, s, deadline)
+        top_k = query.top_k
         method = request.method
         source: Literal["neo4j", "qdrant"] = "neo4j"
         degraded = None
