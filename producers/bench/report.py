@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from producers.bench.latency import IDLE_S
 from producers.bench.stats import percentile
 
 TARGET_SIZE = 100_000
@@ -298,11 +297,12 @@ def parts_line(size: int, s: dict[str, Any]) -> str:
     """Where a queued vector search's p50 goes over the floor, and what a hop costs this machine."""
     parts, floor, vector = s["parts"], s["floor_p50_ms"], s["vector"]["p50_ms"]
     index, here, wake = parts["index_read"]["p50_ms"], parts["searched_here"]["p50_ms"], parts["wake_up"]
+    idle = f"{wake['idle_ms']:.0f} ms " if "idle_ms" in wake else ""  # bench-100k-parts did not say it
     return (
         f"  {size:>8,}: client vector {vector:.1f} = floor {floor:.1f}"
         f" {index - floor:+.1f} the index at the search's k and tenant"
         f" {here - index:+.1f} the searcher around it {vector - here:+.1f} the queue;"
-        f" a hop after {1000 * IDLE_S:.0f} ms idle (hot): Redis {wake['redis_idle_ms']:.2f}"
+        f" a hop after {idle}idle (hot): Redis {wake['redis_idle_ms']:.2f}"
         f" ({wake['redis_hot_ms']:.2f}), Neo4j {wake['neo4j_idle_ms']:.2f} ({wake['neo4j_hot_ms']:.2f}) ms\n"
     )
 

@@ -94,7 +94,7 @@ def test_bench_json_holds_measured_figures(
         parts = search["parts"]
         assert _number(parts["index_read"]["p50_ms"]) > 0 and _number(parts["searched_here"]["p50_ms"]) > 0
         assert parts["index_read"]["n"] == parts["searched_here"]["n"] == search["vector"]["n"]
-        for hop in ("redis_hot_ms", "redis_idle_ms", "neo4j_hot_ms", "neo4j_idle_ms"):
+        for hop in ("idle_ms", "redis_hot_ms", "redis_idle_ms", "neo4j_hot_ms", "neo4j_idle_ms"):
             assert _number(parts["wake_up"][hop]) > 0
 
     # and they are this run's: the chunks counted are the Memories the store holds for its tenants

@@ -264,6 +264,7 @@ def test_a_vector_searchs_time_over_the_floor_is_told_part_by_part_with_a_hop_ho
             "index_read": {"p50_ms": 11.0},
             "searched_here": {"p50_ms": 12.0},
             "wake_up": {
+                "idle_ms": 5.0,
                 "redis_hot_ms": 0.03,
                 "redis_idle_ms": 0.3,
                 "neo4j_hot_ms": 0.4,
@@ -277,7 +278,7 @@ def test_a_vector_searchs_time_over_the_floor_is_told_part_by_part_with_a_hop_ho
     # Then each part is its difference to the one before, summing to the search's p50
     assert "client vector 16.0 = floor 8.0 +3.0 the index at the search's k and tenant" in line
     assert "+1.0 the searcher around it +4.0 the queue" in line
-    assert "Redis 0.30 (0.03), Neo4j 1.80 (0.40) ms" in line
+    assert "a hop after 5 ms idle (hot): Redis 0.30 (0.03), Neo4j 1.80 (0.40) ms" in line
 
 
 def test_the_ingestion_ratio_the_stacks_cpu_allows_is_the_models_share_of_it() -> None:
