@@ -14,6 +14,8 @@ from typing import Any, TextIO
 from producers.bench.stats import percentile
 
 TARGET_SIZE = 100_000
+INGEST_RATIO = 0.8
+"""Target 1's ingestion against the raw embedder: judged, and turned into the stack's CPU it allows."""
 FIRST_ROUNDS = 3
 """Rounds of write -> searchable shown one by one before the p95 of the rest."""
 
@@ -64,7 +66,7 @@ def targets(result: dict[str, Any]) -> list[Target]:
     worst_tenant = None if tenants is None else max(t["p50_ms"] for t in tenants.values()) / floor
     eight = next((level for level in result.get("throughput") or [] if level["clients"] == 8), None)
     return [
-        Target("ingestion / raw embedder", ingest["ratio"], 0.8, at_most=False),
+        Target("ingestion / raw embedder", ingest["ratio"], INGEST_RATIO, at_most=False),
         Target(
             "stack CPU-ms a chunk outside the model", ingest.get("stack_cpu_ms_per_chunk"), 4.0, at_most=True
         ),
@@ -158,11 +160,12 @@ def print_table(result: dict[str, Any], out: TextIO) -> None:
         + "\n"
     )
     if ingest.get("stack_cpu_ms_per_chunk") is not None:  # absent from runs before it was measured
+        allowed = ingest["raw_cpu_ms_per_chunk"] * (1 / INGEST_RATIO - 1)
         w(
             f"  CPU a chunk: the stack outside the model {ingest['stack_cpu_ms_per_chunk']:.1f} ms, "
             f"the raw embedder {ingest['raw_cpu_ms_per_chunk']:.1f} ms; with every core busy the ratio "
-            f"is at most raw / (raw + outside) = {ratio_ceiling(ingest):.2f}, and 0.8 leaves the stack "
-            f"{ingest['raw_cpu_ms_per_chunk'] / 4:.1f} ms a chunk outside the model\n"
+            f"is at most raw / (raw + outside) = {ratio_ceiling(ingest):.2f}, and {INGEST_RATIO} leaves the "
+            f"stack {allowed:.1f} ms a chunk outside the model\n"
         )
     if ingest.get("model_cpu_ms_per_chunk") is not None:
         w(
